@@ -1,0 +1,441 @@
+//! Loading, validating and evaluating the policy set.
+
+use std::collections::{HashMap, HashSet};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use cedar_policy::{
+    Authorizer, Context, Entities, Entity, EntityId, EntityTypeName, EntityUid, PolicyId, PolicySet,
+    Request, RestrictedExpression, Schema, ValidationMode, Validator,
+};
+
+use crate::resource::{ActionId, AttrValue, Resource};
+
+/// One policy file: its name for diagnostics and its text.
+#[derive(Debug, Clone)]
+pub struct PolicyFile {
+    /// The file as the user knows it (`policies/base.cedar`).
+    pub name: String,
+    /// Its contents.
+    pub text: String,
+}
+
+/// The permission snapshot a call is decided against. Values are already effective: platform
+/// masking and read-only mode applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// `windows`, `macos` or `linux`.
+    pub platform: &'static str,
+    /// Whether read-only mode is on.
+    pub read_only: bool,
+    /// Every permission of the surface and whether it is in effect.
+    pub permissions: Vec<(&'static str, bool)>,
+}
+
+/// Why the policy set could not be loaded. Every variant names where to look.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// The generated Cedar schema itself is broken (a codegen bug or a hand edit).
+    #[error("surface.cedarschema: {reason}")]
+    Schema {
+        /// What Cedar said.
+        reason: String,
+    },
+    /// A policy file does not parse.
+    #[error("{file}:{line}:{column}: {reason}")]
+    Parse {
+        /// The policy file.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A policy parses but is refused: no `@id`, a duplicate id, or it fails strict validation.
+    #[error("{file}:{line}:{column}: policy `{policy}`: {reason}")]
+    Policy {
+        /// The policy's `@id` (or Cedar's positional id when it has none).
+        policy: String,
+        /// The policy file.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The error codes a policy may give its denials with `@code("...")`.
+const DENIAL_CODES: &[&str] = &["PERMISSION_DENIED", "PATH_NOT_ALLOWED"];
+
+struct PolicyMeta {
+    file: String,
+    reason: Option<String>,
+    code: &'static str,
+}
+
+/// The outcome of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// True only for a permit with no evaluation error.
+    pub allowed: bool,
+    /// The ids of the policies that determined the decision.
+    pub policies: Vec<String>,
+    /// Evaluation errors (each one forces a deny).
+    pub errors: Vec<String>,
+}
+
+/// A refused request, ready to be reported to the caller. It never contains the resource id,
+/// which may be a resolved path the caller did not write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// `PERMISSION_DENIED`, or the `@code` of the deciding policy (e.g. `PATH_NOT_ALLOWED`).
+    pub code: &'static str,
+    /// The action that was refused.
+    pub action: String,
+    /// The resource type it was refused on.
+    pub resource_type: &'static str,
+    /// The deciding policy, if one decided (a default deny has none).
+    pub policy: Option<String>,
+    /// The file that policy lives in.
+    pub policy_file: Option<String>,
+    /// Why, in the policy author's words (`@reason`) or the engine's.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Denial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` denied: {}", self.action, self.reason)?;
+        if let Some(p) = &self.policy {
+            write!(f, " (policy `{p}`")?;
+            if let Some(file) = &self.policy_file {
+                write!(f, " in {file}")?;
+            }
+            write!(f, ")")?;
+        }
+        Ok(())
+    }
+}
+
+/// The loaded, validated policy set and everything needed to evaluate it quickly.
+pub struct Engine {
+    schema: Schema,
+    policies: PolicySet,
+    meta: HashMap<String, PolicyMeta>,
+    /// The schema's action entities (groups included): without them `action in` is false.
+    actions: Entities,
+    action_uids: HashMap<String, EntityUid>,
+    entity_types: HashMap<String, EntityTypeName>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("policies", &self.meta.len()).finish_non_exhaustive()
+    }
+}
+
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = text.get(line_start..offset).map_or(1, |s| s.chars().count() + 1);
+    (line, column)
+}
+
+fn first_label_offset(diag: &dyn miette::Diagnostic) -> Option<usize> {
+    diag.labels().and_then(|mut labels| labels.next()).map(|l| l.offset())
+}
+
+impl Engine {
+    /// Loads the schema and every policy file, validating strictly. Returns every problem at
+    /// once; a policy set with any problem is never used.
+    pub fn load(schema_text: &str, files: &[PolicyFile]) -> Result<Engine, Vec<LoadError>> {
+        let (schema, warnings) = Schema::from_cedarschema_str(schema_text)
+            .map_err(|e| vec![LoadError::Schema { reason: e.to_string() }])?;
+        let warnings: Vec<LoadError> = warnings.map(|w| LoadError::Schema { reason: w.to_string() }).collect();
+        if !warnings.is_empty() {
+            return Err(warnings);
+        }
+
+        let mut errors = Vec::new();
+        let mut policies = PolicySet::new();
+        let mut meta = HashMap::new();
+        // Where each policy starts, to place errors that carry no span of their own.
+        let mut places: HashMap<String, (String, Arc<str>, usize)> = HashMap::new();
+        for file in files {
+            let text: Arc<str> = Arc::from(file.text.as_str());
+            let set = match PolicySet::from_str(&file.text) {
+                Ok(set) => set,
+                Err(e) => {
+                    let (line, column) = first_label_offset(&e).map_or((1, 1), |o| line_column(&text, o));
+                    errors.push(LoadError::Parse { file: file.name.clone(), line, column, reason: e.to_string() });
+                    continue;
+                }
+            };
+            if set.templates().next().is_some() {
+                errors.push(LoadError::Parse {
+                    file: file.name.clone(),
+                    line: 1,
+                    column: 1,
+                    reason: "policy templates are not supported; write static policies".into(),
+                });
+            }
+            let mut search_from = 0;
+            for policy in set.policies() {
+                let source = policy.to_string();
+                let start = text.get(search_from..).and_then(|t| t.find(source.trim())).map_or(search_from, |i| i + search_from);
+                search_from = start + source.trim().len();
+                let (line, column) = line_column(&text, start);
+                let Some(id) = policy.annotation("id").map(str::to_string) else {
+                    errors.push(LoadError::Policy {
+                        policy: policy.id().to_string(),
+                        file: file.name.clone(),
+                        line,
+                        column,
+                        reason: "every policy needs an @id(\"area.rule\") annotation".into(),
+                    });
+                    continue;
+                };
+                if let Some((other, _, _)) = places.get(&id) {
+                    errors.push(LoadError::Policy {
+                        policy: id.clone(),
+                        file: file.name.clone(),
+                        line,
+                        column,
+                        reason: format!("duplicate @id (also used in {other})"),
+                    });
+                    continue;
+                }
+                let code = match policy.annotation("code") {
+                    None => "PERMISSION_DENIED",
+                    Some(c) => match DENIAL_CODES.iter().find(|k| **k == c) {
+                        Some(k) => k,
+                        None => {
+                            errors.push(LoadError::Policy {
+                                policy: id.clone(),
+                                file: file.name.clone(),
+                                line,
+                                column,
+                                reason: format!("unknown @code `{c}` (use one of {})", DENIAL_CODES.join(", ")),
+                            });
+                            continue;
+                        }
+                    },
+                };
+                let renamed = policy.new_id(PolicyId::new(&id));
+                if let Err(e) = policies.add(renamed) {
+                    errors.push(LoadError::Policy { policy: id.clone(), file: file.name.clone(), line, column, reason: e.to_string() });
+                    continue;
+                }
+                meta.insert(
+                    id.clone(),
+                    PolicyMeta { file: file.name.clone(), reason: policy.annotation("reason").map(str::to_string), code },
+                );
+                places.insert(id, (file.name.clone(), text.clone(), start));
+            }
+        }
+
+        let validation = Validator::new(schema.clone()).validate(&policies, ValidationMode::Strict);
+        let place = |id: &PolicyId, offset: Option<usize>| -> (String, usize, usize) {
+            match places.get(&id.to_string()) {
+                Some((file, text, start)) => {
+                    let (line, column) = line_column(text, offset.unwrap_or(*start));
+                    (file.clone(), line, column)
+                }
+                None => ("<unknown>".into(), 1, 1),
+            }
+        };
+        // Cedar reports one error per action a policy applies to; one per place is enough.
+        let mut seen = HashSet::new();
+        for e in validation.validation_errors() {
+            let (file, line, column) = place(e.policy_id(), first_label_offset(e));
+            if seen.insert((e.policy_id().to_string(), line, column)) {
+                errors.push(LoadError::Policy { policy: e.policy_id().to_string(), file, line, column, reason: e.to_string() });
+            }
+        }
+        for w in validation.validation_warnings() {
+            let (file, line, column) = place(w.policy_id(), first_label_offset(w));
+            errors.push(LoadError::Policy {
+                policy: w.policy_id().to_string(),
+                file,
+                line,
+                column,
+                reason: format!("{w} (warnings are errors)"),
+            });
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+
+        let actions = schema.action_entities().map_err(|e| vec![LoadError::Schema { reason: e.to_string() }])?;
+        let action_uids = schema
+            .actions()
+            .map(|uid| (uid.id().unescaped().to_string(), uid.clone()))
+            .collect();
+        let mut entity_types: HashMap<String, EntityTypeName> =
+            schema.entity_types().map(|t| (t.to_string(), t.clone())).collect();
+        if let Ok(action) = EntityTypeName::from_str("Action") {
+            entity_types.insert("Action".into(), action);
+        }
+        Ok(Engine { schema, policies, meta, actions, action_uids, entity_types })
+    }
+
+    /// The ids of the loaded policies, sorted.
+    pub fn policy_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.meta.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    pub(crate) fn connector_uid(&self, connector: &str) -> Result<EntityUid, Denial> {
+        let Some(ty) = self.entity_types.get("Connector") else {
+            return Err(self.engine_denial("principal", "Connector", "the schema declares no Connector type"));
+        };
+        Ok(EntityUid::from_type_name_and_id(ty.clone(), EntityId::new(connector)))
+    }
+
+    pub(crate) fn context(&self, snapshot: &Snapshot) -> Result<Context, Denial> {
+        let permissions = RestrictedExpression::new_record(
+            snapshot.permissions.iter().map(|(name, on)| ((*name).to_string(), RestrictedExpression::new_bool(*on))),
+        );
+        let permissions = match permissions {
+            Ok(p) => p,
+            Err(e) => return Err(self.engine_denial("context", "Host", &e.to_string())),
+        };
+        Context::from_pairs([
+            ("platform".to_string(), RestrictedExpression::new_string(snapshot.platform.to_string())),
+            ("read_only".to_string(), RestrictedExpression::new_bool(snapshot.read_only)),
+            ("permissions".to_string(), permissions),
+        ])
+        .map_err(|e| self.engine_denial("context", "Host", &e.to_string()))
+    }
+
+    fn engine_denial(&self, action: &str, resource_type: &'static str, reason: &str) -> Denial {
+        Denial {
+            code: "PERMISSION_DENIED",
+            action: action.to_string(),
+            resource_type,
+            policy: None,
+            policy_file: None,
+            reason: format!("the request could not be built ({reason}); denied"),
+        }
+    }
+
+    /// Evaluates one request. Never panics; anything that goes wrong is a deny with the
+    /// error recorded.
+    pub fn decide<R: Resource + ?Sized>(
+        &self,
+        principal: &EntityUid,
+        action: ActionId,
+        resource: &R,
+        context: &Context,
+    ) -> Decision {
+        match self.try_decide(principal, action, resource, context) {
+            Ok(d) => d,
+            Err(e) => Decision { allowed: false, policies: Vec::new(), errors: vec![e] },
+        }
+    }
+
+    fn try_decide<R: Resource + ?Sized>(
+        &self,
+        principal: &EntityUid,
+        action: ActionId,
+        resource: &R,
+        context: &Context,
+    ) -> Result<Decision, String> {
+        let action_uid = self
+            .action_uids
+            .get(action.as_str())
+            .ok_or_else(|| format!("action `{action}` is not in the schema"))?;
+        let ty = self
+            .entity_types
+            .get(resource.entity_type())
+            .ok_or_else(|| format!("resource type `{}` is not in the schema", resource.entity_type()))?;
+        let uid = EntityUid::from_type_name_and_id(ty.clone(), EntityId::new(resource.id()));
+        let attrs: HashMap<String, RestrictedExpression> = resource
+            .attributes()
+            .into_iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    AttrValue::Bool(b) => RestrictedExpression::new_bool(b),
+                    AttrValue::String(s) => RestrictedExpression::new_string(s.to_string()),
+                    AttrValue::Long(n) => RestrictedExpression::new_long(n),
+                };
+                (k.to_string(), v)
+            })
+            .collect();
+        let entity = Entity::new(uid.clone(), attrs, HashSet::new()).map_err(|e| e.to_string())?;
+        let entities = self
+            .actions
+            .clone()
+            .add_entities([entity], Some(&self.schema))
+            .map_err(|e| e.to_string())?;
+        let request = Request::new(principal.clone(), action_uid.clone(), uid, context.clone(), Some(&self.schema))
+            .map_err(|e| e.to_string())?;
+        let response = Authorizer::new().is_authorized(&request, &self.policies, &entities);
+        let errors: Vec<String> = response.diagnostics().errors().map(ToString::to_string).collect();
+        let policies: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
+        let allowed = response.decision() == cedar_policy::Decision::Allow && errors.is_empty();
+        Ok(Decision { allowed, policies, errors })
+    }
+
+    pub(crate) fn denial<R: Resource + ?Sized>(&self, action: ActionId, resource: &R, decision: Decision) -> Denial {
+        let resource_type = resource.entity_type();
+        if let Some(error) = decision.errors.first() {
+            return Denial {
+                code: "PERMISSION_DENIED",
+                action: action.to_string(),
+                resource_type,
+                policy: None,
+                policy_file: None,
+                reason: format!("the policies could not be evaluated, so the call is refused ({})", bounded(error)),
+            };
+        }
+        // Forbids decide a deny; pick the first with an author's reason.
+        let deciding = decision
+            .policies
+            .iter()
+            .find(|id| self.meta.get(*id).is_some_and(|m| m.reason.is_some()))
+            .or(decision.policies.first());
+        match deciding.and_then(|id| self.meta.get(id).map(|m| (id, m))) {
+            Some((id, meta)) => Denial {
+                code: meta.code,
+                action: action.to_string(),
+                resource_type,
+                policy: Some(id.clone()),
+                policy_file: Some(meta.file.clone()),
+                reason: meta.reason.clone().unwrap_or_else(|| "forbidden by policy".into()),
+            },
+            None => Denial {
+                code: "PERMISSION_DENIED",
+                action: action.to_string(),
+                resource_type,
+                policy: None,
+                policy_file: None,
+                reason: "no policy permits it".into(),
+            },
+        }
+    }
+}
+
+/// Cedar's error texts can quote values; keep what reaches a caller short.
+fn bounded(s: &str) -> String {
+    const MAX: usize = 300;
+    if s.len() <= MAX {
+        return s.to_string();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

@@ -1,0 +1,177 @@
+use std::sync::Arc;
+
+use super::*;
+use crate::gate::Gate;
+use crate::resource::Host;
+
+const SCHEMA: &str = r#"
+entity Connector;
+entity Host;
+entity Path = { inside_root: Bool, kind: String };
+type Permissions = { read: Bool, write: Bool };
+type Snapshot = { platform: String, read_only: Bool, permissions: Permissions };
+action "connector:core";
+action "mutating";
+action "permission:read";
+action "permission:write" in ["mutating"];
+action "read" in ["connector:core", "permission:read"] appliesTo {
+  principal: [Connector], resource: [Host, Path], context: Snapshot,
+};
+action "write" in ["connector:core", "permission:write"] appliesTo {
+  principal: [Connector], resource: [Host, Path], context: Snapshot,
+};
+"#;
+
+const POLICIES: &str = r#"
+@id("connector.core")
+permit (principal == Connector::"core", action in Action::"connector:core", resource);
+
+@id("permission.read")
+@reason("the `read` permission is off")
+forbid (principal, action in Action::"permission:read", resource)
+unless { context.permissions.read };
+
+@id("read_only")
+@reason("read-only mode is on")
+forbid (principal, action in Action::"mutating", resource)
+when { context.read_only };
+
+@id("paths.inside_roots")
+@code("PATH_NOT_ALLOWED")
+@reason("the path is outside the approved roots")
+forbid (principal, action, resource is Path)
+unless { resource.inside_root };
+"#;
+
+struct TestPath {
+    id: String,
+    inside: bool,
+}
+
+impl Resource for TestPath {
+    fn entity_type(&self) -> &'static str {
+        "Path"
+    }
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn attributes(&self) -> Vec<(&'static str, AttrValue<'_>)> {
+        vec![("inside_root", AttrValue::Bool(self.inside)), ("kind", AttrValue::String("file"))]
+    }
+}
+
+fn engine(policies: &str) -> Result<Engine, Vec<LoadError>> {
+    Engine::load(SCHEMA, &[PolicyFile { name: "p.cedar".into(), text: policies.into() }])
+}
+
+fn snapshot(read: bool, write: bool, read_only: bool) -> Snapshot {
+    Snapshot { platform: "linux", read_only, permissions: vec![("read", read), ("write", write)] }
+}
+
+fn gate(read: bool, write: bool, read_only: bool) -> Gate {
+    let engine = Arc::new(engine(POLICIES).unwrap_or_else(|e| panic!("{e:?}")));
+    Gate::new(engine, "core", &snapshot(read, write, read_only)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+const READ: ActionId = ActionId::new("read");
+const WRITE: ActionId = ActionId::new("write");
+
+#[test]
+fn permits_when_everything_is_on() {
+    let g = gate(true, true, false);
+    let ok = g.authorize(READ, &Host, 7).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(*ok, 7);
+    assert_eq!(ok.policies(), ["connector.core"]);
+}
+
+#[test]
+fn a_permission_that_is_off_denies_naming_policy_and_reason() {
+    let g = gate(false, true, false);
+    let denial = g.authorize(READ, &Host, ()).err().unwrap_or_else(|| panic!("allowed"));
+    assert_eq!(denial.code, "PERMISSION_DENIED");
+    assert_eq!(denial.policy.as_deref(), Some("permission.read"));
+    assert_eq!(denial.to_string(), "`read` denied: the `read` permission is off (policy `permission.read` in p.cedar)");
+}
+
+#[test]
+fn read_only_mode_denies_through_group_membership() {
+    let g = gate(true, true, true);
+    assert!(g.authorize(READ, &Host, ()).is_ok());
+    let denial = g.authorize(WRITE, &Host, ()).err().unwrap_or_else(|| panic!("allowed"));
+    assert_eq!(denial.policy.as_deref(), Some("read_only"));
+}
+
+#[test]
+fn resource_facts_decide_and_carry_their_code() {
+    let g = gate(true, true, false);
+    let inside = TestPath { id: "/root/a".into(), inside: true };
+    let outside = TestPath { id: "/etc/shadow".into(), inside: false };
+    assert!(g.authorize(READ, &inside, ()).is_ok());
+    let denial = g.authorize(READ, &outside, ()).err().unwrap_or_else(|| panic!("allowed"));
+    assert_eq!(denial.code, "PATH_NOT_ALLOWED");
+    assert!(!denial.to_string().contains("/etc/shadow"), "{denial}");
+}
+
+#[test]
+fn another_connector_gets_a_default_deny() {
+    let engine = Arc::new(engine(POLICIES).unwrap_or_else(|e| panic!("{e:?}")));
+    let g = Gate::new(engine, "desktop", &snapshot(true, true, false)).unwrap_or_else(|e| panic!("{e}"));
+    let denial = g.authorize(READ, &Host, ()).err().unwrap_or_else(|| panic!("allowed"));
+    assert_eq!(denial.reason, "no policy permits it");
+    assert_eq!(denial.policy, None);
+}
+
+#[test]
+fn unknown_action_is_a_deny_not_a_panic() {
+    let g = gate(true, true, false);
+    let denial = g.authorize(ActionId::new("nope"), &Host, ()).err().unwrap_or_else(|| panic!("allowed"));
+    assert!(denial.reason.contains("could not be evaluated"), "{denial}");
+}
+
+#[test]
+fn an_evaluation_error_denies_even_when_a_permit_matches() {
+    // Cedar skips a policy whose evaluation errors, so this forbid would silently vanish and
+    // `connector.core` would allow; gantry treats the error itself as a deny.
+    let policies = format!(
+        "{POLICIES}\n@id(\"overflow\")\nforbid (principal, action, resource) when {{ 9223372036854775807 + 1 > 0 }};\n"
+    );
+    let engine = Arc::new(engine(&policies).unwrap_or_else(|e| panic!("{e:?}")));
+    let g = Gate::new(engine, "core", &snapshot(true, true, false)).unwrap_or_else(|e| panic!("{e}"));
+    let denial = g.authorize(READ, &Host, ()).err().unwrap_or_else(|| panic!("allowed"));
+    assert!(denial.reason.contains("could not be evaluated"), "{denial}");
+    assert!(denial.reason.contains("overflow"), "{denial}");
+}
+
+#[test]
+fn missing_and_duplicate_ids_are_refused_with_their_place() {
+    let text = "@id(\"a\")\npermit (principal, action, resource);\n\npermit (principal, action, resource);\n@id(\"a\")\nforbid (principal, action, resource);\n";
+    let errors = engine(text).err().unwrap_or_default();
+    let shown: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    assert!(shown[0].starts_with("p.cedar:4:1: policy `policy1`: every policy needs an @id"), "{shown:?}");
+    assert!(shown[1].starts_with("p.cedar:5:1: policy `a`: duplicate @id"), "{shown:?}");
+}
+
+#[test]
+fn strict_validation_errors_name_policy_file_and_line() {
+    let text = format!("{POLICIES}\n@id(\"typo\")\nforbid (principal, action, resource)\nunless {{ context.permissions.raed }};\n");
+    let errors = engine(&text).err().unwrap_or_default();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let LoadError::Policy { policy, file, line, .. } = &errors[0] else { panic!("{errors:?}") };
+    assert_eq!((policy.as_str(), file.as_str()), ("typo", "p.cedar"));
+    let expected = text.lines().position(|l| l.contains("raed")).map(|i| i + 1).unwrap_or(0);
+    assert_eq!(*line, expected, "{}", errors[0]);
+}
+
+#[test]
+fn parse_errors_name_file_and_line() {
+    let errors = engine("@id(\"x\")\npermit (principal, action, resource)\n").err().unwrap_or_default();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(matches!(&errors[0], LoadError::Parse { file, .. } if file == "p.cedar"), "{errors:?}");
+}
+
+#[test]
+fn unknown_denial_codes_are_refused() {
+    let errors = engine("@id(\"x\")\n@code(\"OOPS\")\nforbid (principal, action, resource);\n").err().unwrap_or_default();
+    assert!(errors.iter().any(|e| e.to_string().contains("unknown @code `OOPS`")), "{errors:?}");
+}

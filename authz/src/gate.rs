@@ -1,0 +1,94 @@
+//! The per-call gate and the proof-of-permit type it mints.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use cedar_policy::{Context, EntityUid};
+
+use crate::engine::{Denial, Engine, Snapshot};
+use crate::resource::{ActionId, Resource};
+
+/// A value that passed an authorization decision. It has no public constructor: the only way
+/// to get one is a permit from [`Gate::authorize`].
+#[derive(Debug)]
+pub struct Authorized<T> {
+    value: T,
+    action: ActionId,
+    policies: Vec<String>,
+}
+
+impl<T> Authorized<T> {
+    /// The authorized value.
+    pub fn get(&self) -> &T {
+        &self.value
+    }
+
+    /// Gives the value up (it is then an ordinary value again).
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+
+    /// The action that was permitted.
+    pub fn action(&self) -> ActionId {
+        self.action
+    }
+
+    /// The ids of the policies that permitted it, for the audit log.
+    pub fn policies(&self) -> &[String] {
+        &self.policies
+    }
+}
+
+impl<T> Deref for Authorized<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+/// One call's view of the engine: who is calling and the permission snapshot taken when the
+/// call arrived. Every request the call makes goes through it.
+#[derive(Clone)]
+pub struct Gate {
+    engine: Arc<Engine>,
+    principal: EntityUid,
+    principal_name: String,
+    context: Context,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate").field("principal", &self.principal_name).finish_non_exhaustive()
+    }
+}
+
+impl Gate {
+    /// A gate for calls arriving on `connector` under `snapshot`.
+    pub fn new(engine: Arc<Engine>, connector: &str, snapshot: &Snapshot) -> Result<Self, Denial> {
+        let principal = engine.connector_uid(connector)?;
+        let context = engine.context(snapshot)?;
+        Ok(Self { engine, principal, principal_name: connector.to_string(), context })
+    }
+
+    /// The connector the call arrived on.
+    pub fn connector(&self) -> &str {
+        &self.principal_name
+    }
+
+    /// Asks the policies whether `action` on `resource` is allowed; on a permit, wraps `value`
+    /// as [`Authorized`]. A deny, or any evaluation error, returns the [`Denial`].
+    pub fn authorize<R: Resource + ?Sized, T>(
+        &self,
+        action: ActionId,
+        resource: &R,
+        value: T,
+    ) -> Result<Authorized<T>, Denial> {
+        let decision = self.engine.decide(&self.principal, action, resource, &self.context);
+        if decision.allowed {
+            Ok(Authorized { value, action, policies: decision.policies })
+        } else {
+            Err(self.engine.denial(action, resource, decision))
+        }
+    }
+}

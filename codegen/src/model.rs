@@ -1,0 +1,912 @@
+//! The typed model of `surface.toml`, and the checks that keep it publishable.
+//!
+//! Parsing happens in two steps: serde reads the file into `raw` structures that keep each
+//! value's span, then [`Surface::parse`] checks every cross-reference and ChatGPT rule and
+//! builds the validated model the emitters use. All problems are reported together.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::diagnostics::{Diagnostic, Diagnostics, SourceMap};
+
+/// Platforms a permission, connector or tool can exist on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    /// Microsoft Windows.
+    Windows,
+    /// Apple macOS.
+    Macos,
+    /// Linux.
+    Linux,
+}
+
+impl Platform {
+    /// Every platform, in a stable order.
+    pub const ALL: [Platform; 3] = [Platform::Windows, Platform::Macos, Platform::Linux];
+
+    /// The lower-case name used in surface.toml and in Cedar contexts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::Windows => "windows",
+            Platform::Macos => "macos",
+            Platform::Linux => "linux",
+        }
+    }
+}
+
+/// A validated surface: everything the emitters need, in declaration order.
+#[derive(Debug, Clone)]
+pub struct Surface {
+    /// Permissions, in declaration order.
+    pub permissions: Vec<Permission>,
+    /// Connectors, in declaration order.
+    pub connectors: Vec<Connector>,
+    /// Cedar resource types (besides the implicit `Host`).
+    pub resources: Vec<Resource>,
+    /// Shared object types.
+    pub types: Vec<ObjectType>,
+    /// Tools, in declaration order.
+    pub tools: Vec<Tool>,
+}
+
+/// A permission the user can turn on or off.
+#[derive(Debug, Clone)]
+pub struct Permission {
+    /// snake_case name.
+    pub name: String,
+    /// What turning it on allows.
+    pub description: String,
+    /// Whether read-only mode masks it.
+    pub mutates: bool,
+    /// Default on a fresh config, per platform (same order as [`Platform::ALL`]).
+    pub default: [bool; 3],
+    /// Where it can be effective at all.
+    pub platforms: Vec<Platform>,
+}
+
+/// A connector: one endpoint, one secret, one discovery boundary.
+#[derive(Debug, Clone)]
+pub struct Connector {
+    /// snake_case name.
+    pub name: String,
+    /// Human title.
+    pub title: String,
+    /// What it offers.
+    pub description: String,
+    /// Server instructions sent at initialization.
+    pub instructions: String,
+    /// Where it is published.
+    pub platforms: Vec<Platform>,
+    /// Most bytes its serialized tools/list may take.
+    pub discovery_budget: usize,
+}
+
+/// A Cedar resource type and its attributes.
+#[derive(Debug, Clone)]
+pub struct Resource {
+    /// PascalCase entity type name.
+    pub name: String,
+    /// What it stands for.
+    pub description: String,
+    /// Attribute names and their Cedar types, in declaration order.
+    pub attributes: Vec<(String, CedarType)>,
+}
+
+/// The Cedar attribute types a resource may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CedarType {
+    /// `Bool`.
+    Bool,
+    /// `String`.
+    String,
+    /// `Long`.
+    Long,
+}
+
+impl CedarType {
+    /// The type's name in Cedar schema syntax.
+    pub fn cedar_name(self) -> &'static str {
+        match self {
+            CedarType::Bool => "Bool",
+            CedarType::String => "String",
+            CedarType::Long => "Long",
+        }
+    }
+}
+
+/// A named object type shared by tools.
+#[derive(Debug, Clone)]
+pub struct ObjectType {
+    /// PascalCase name; also the Rust struct name.
+    pub name: String,
+    /// What it holds.
+    pub description: String,
+    /// Its fields.
+    pub fields: Vec<Field>,
+}
+
+/// One property of an input, output or object type.
+#[derive(Debug, Clone)]
+pub struct Field {
+    /// snake_case name.
+    pub name: String,
+    /// Its type.
+    pub ty: FieldType,
+    /// Whether it must be present.
+    pub required: bool,
+    /// What the model reads about it.
+    pub description: Option<String>,
+    /// Allowed string values.
+    pub enum_values: Option<Vec<String>>,
+    /// Documented default.
+    pub default: Option<serde_json::Value>,
+    /// Bounds.
+    pub bounds: Bounds,
+}
+
+/// Numeric, length and size bounds of a field.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bounds {
+    /// Smallest integer.
+    pub minimum: Option<i64>,
+    /// Largest integer.
+    pub maximum: Option<i64>,
+    /// Fewest characters.
+    pub min_length: Option<u64>,
+    /// Most characters.
+    pub max_length: Option<u64>,
+    /// Fewest array items.
+    pub min_items: Option<u64>,
+    /// Most array items.
+    pub max_items: Option<u64>,
+}
+
+/// The type of a field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldType {
+    /// A string (or an enum of strings when the field has `enum`).
+    String,
+    /// A 64-bit integer.
+    Integer,
+    /// A boolean.
+    Boolean,
+    /// An object with string values and any keys.
+    Map,
+    /// An array of items.
+    Array(ItemType),
+    /// A named object type.
+    Object(String),
+}
+
+/// The type of an array's items.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ItemType {
+    /// Strings.
+    String,
+    /// Integers.
+    Integer,
+    /// Objects of a named type.
+    Object(String),
+}
+
+/// Whether a tool's handler exists yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The runtime must provide a handler (a missing one is a compile error).
+    Ready,
+    /// Declared and published, answered with `NOT_IMPLEMENTED`.
+    Planned,
+}
+
+/// MCP tool annotations; all four are always published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Annotations {
+    /// `readOnlyHint`.
+    pub read_only: bool,
+    /// `destructiveHint`.
+    pub destructive: bool,
+    /// `idempotentHint`.
+    pub idempotent: bool,
+    /// `openWorldHint`.
+    pub open_world: bool,
+}
+
+/// A sub-operation of a tool that is authorized on its own (a patch's file operations, a
+/// desktop batch's steps).
+#[derive(Debug, Clone)]
+pub struct Operation {
+    /// snake_case name.
+    pub name: String,
+    /// The one permission it needs.
+    pub requires: String,
+    /// What it does.
+    pub description: String,
+}
+
+/// A tool, as the model sees it and as Cedar decides it.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    /// snake_case name: MCP name, Cedar action, handler method and schema file stem.
+    pub name: String,
+    /// The connector that publishes it.
+    pub connector: String,
+    /// Human title.
+    pub title: String,
+    /// What the model reads.
+    pub description: String,
+    /// Permissions the call needs, all of them.
+    pub requires: Vec<String>,
+    /// Permissions whose being on hides the tool from discovery.
+    pub unpublished_when: Vec<String>,
+    /// Cedar resource types the tool's sub-requests use (besides `Host`).
+    pub targets: Vec<String>,
+    /// Whether a handler exists.
+    pub status: Status,
+    /// MCP annotations.
+    pub annotations: Annotations,
+    /// Where it is published.
+    pub platforms: Vec<Platform>,
+    /// Named numeric limits, in declaration order.
+    pub limits: Vec<(String, u64)>,
+    /// Input properties.
+    pub input: Vec<Field>,
+    /// Output properties.
+    pub output: Vec<Field>,
+    /// Groups of inputs of which exactly one must be given.
+    pub exactly_one_of: Vec<Vec<String>>,
+    /// Groups of inputs of which at least one must be given.
+    pub at_least_one_of: Vec<Vec<String>>,
+    /// Separately authorized operations.
+    pub operations: Vec<Operation>,
+}
+
+impl Tool {
+    /// Every permission the tool can need: its own and its operations'.
+    pub fn all_permissions(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.requires.iter().map(String::as_str).collect();
+        for op in &self.operations {
+            if !out.contains(&op.requires.as_str()) {
+                out.push(&op.requires);
+            }
+        }
+        out
+    }
+}
+
+mod raw {
+    //! The file as serde reads it, spans kept for diagnostics.
+
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct File {
+        pub permissions: IndexMap<Spanned<String>, RawPermission>,
+        pub connectors: IndexMap<Spanned<String>, RawConnector>,
+        #[serde(default)]
+        pub resources: IndexMap<Spanned<String>, RawResource>,
+        #[serde(default)]
+        pub types: IndexMap<Spanned<String>, RawType>,
+        pub tools: IndexMap<Spanned<String>, RawTool>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RawPermission {
+        pub description: Option<Spanned<String>>,
+        pub mutates: bool,
+        pub default: PlatformFlags,
+        pub platforms: Option<Vec<Platform>>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct PlatformFlags {
+        pub windows: bool,
+        pub macos: bool,
+        pub linux: bool,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RawConnector {
+        pub title: String,
+        pub description: Option<Spanned<String>>,
+        pub instructions: String,
+        pub platforms: Vec<Platform>,
+        pub discovery_budget: usize,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RawResource {
+        pub description: Option<Spanned<String>>,
+        pub attributes: IndexMap<Spanned<String>, Spanned<String>>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RawType {
+        pub description: Option<Spanned<String>>,
+        pub fields: IndexMap<Spanned<String>, RawField>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RawField {
+        #[serde(rename = "type")]
+        pub ty: Spanned<String>,
+        pub items: Option<Spanned<String>>,
+        #[serde(default)]
+        pub required: bool,
+        pub description: Option<String>,
+        #[serde(rename = "enum")]
+        pub enum_values: Option<Spanned<Vec<String>>>,
+        pub default: Option<Spanned<toml::Value>>,
+        pub minimum: Option<i64>,
+        pub maximum: Option<i64>,
+        pub min_length: Option<u64>,
+        pub max_length: Option<u64>,
+        pub min_items: Option<u64>,
+        pub max_items: Option<u64>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RawTool {
+        pub connector: Spanned<String>,
+        pub title: String,
+        pub description: Option<Spanned<String>>,
+        #[serde(default)]
+        pub requires: Vec<Spanned<String>>,
+        #[serde(default)]
+        pub unpublished_when: Vec<Spanned<String>>,
+        #[serde(default)]
+        pub targets: Vec<Spanned<String>>,
+        pub status: Option<Spanned<String>>,
+        pub annotations: RawAnnotations,
+        pub platforms: Option<Spanned<Vec<Platform>>>,
+        #[serde(default)]
+        pub limits: IndexMap<String, u64>,
+        #[serde(default)]
+        pub input: IndexMap<Spanned<String>, RawField>,
+        #[serde(default)]
+        pub output: IndexMap<Spanned<String>, RawField>,
+        #[serde(default)]
+        pub exactly_one_of: Vec<Vec<Spanned<String>>>,
+        #[serde(default)]
+        pub at_least_one_of: Vec<Vec<Spanned<String>>>,
+        #[serde(default)]
+        pub operations: IndexMap<Spanned<String>, RawOperation>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RawAnnotations {
+        pub read_only: bool,
+        pub destructive: bool,
+        pub idempotent: bool,
+        pub open_world: bool,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RawOperation {
+        pub requires: Spanned<String>,
+        pub description: String,
+    }
+}
+
+/// JSON Schema keywords a field might be tempted to carry that ChatGPT's connector refuses or
+/// that this DSL does not model; named so the error can say why.
+const REJECTED_KEYWORDS: &[(&str, &str)] = &[
+    ("anyOf", "ChatGPT rejects anyOf/oneOf/allOf; use `exactly_one_of` on the tool instead"),
+    ("oneOf", "ChatGPT rejects anyOf/oneOf/allOf; use `exactly_one_of` on the tool instead"),
+    ("allOf", "ChatGPT rejects anyOf/oneOf/allOf; declare the fields directly"),
+    ("$ref", "remote or explicit $ref is not allowed; name a type from [types] in `type`"),
+    ("not", "`not` is not supported by ChatGPT's schema subset"),
+    ("prefixItems", "tuple arrays are rejected by ChatGPT; use `items` with one type"),
+    ("additionalProperties", "inputs are always closed (additionalProperties: false)"),
+    ("patternProperties", "not supported by ChatGPT's schema subset"),
+    ("if", "conditional schemas are not supported by ChatGPT's schema subset"),
+];
+
+/// Cedar keywords and names that cannot be record attribute identifiers in schemas.
+const CEDAR_RESERVED: &[&str] = &[
+    "true", "false", "if", "then", "else", "in", "is", "like", "has", "__cedar",
+];
+
+fn tool_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+}
+
+fn pascal_ok(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_uppercase()) && name.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+struct Checker<'a> {
+    map: SourceMap<'a>,
+    out: Vec<Diagnostic>,
+}
+
+impl Checker<'_> {
+    fn error(&mut self, span: Range<usize>, message: impl Into<String>, hint: Option<String>) {
+        self.out.push(self.map.diagnostic(span, message, hint));
+    }
+}
+
+fn known_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names.collect::<Vec<_>>().join(", ")
+}
+
+impl Surface {
+    /// Parses and validates the surface file `text`; `file` names it in diagnostics.
+    pub fn parse(file: &str, text: &str) -> Result<Surface, Diagnostics> {
+        let map = SourceMap::new(file, text);
+        let raw: raw::File = toml::from_str(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            let message = e.message().trim().to_string();
+            let hint = REJECTED_KEYWORDS
+                .iter()
+                .find(|(kw, _)| message.contains(&format!("unknown field `{kw}`")))
+                .map(|(_, why)| (*why).to_string());
+            Diagnostics(vec![map.diagnostic(span, message, hint)])
+        })?;
+        let mut ck = Checker { map, out: Vec::new() };
+        let surface = build(&mut ck, raw);
+        if ck.out.is_empty() {
+            Ok(surface)
+        } else {
+            Err(Diagnostics(ck.out))
+        }
+    }
+
+    /// The connector named `name`.
+    pub fn connector(&self, name: &str) -> Option<&Connector> {
+        self.connectors.iter().find(|c| c.name == name)
+    }
+
+    /// The tools a connector publishes, in declaration order.
+    pub fn tools_of<'s>(&'s self, connector: &'s str) -> impl Iterator<Item = &'s Tool> + 's {
+        self.tools.iter().filter(move |t| t.connector == connector)
+    }
+
+    /// The object type named `name`.
+    pub fn object_type(&self, name: &str) -> Option<&ObjectType> {
+        self.types.iter().find(|t| t.name == name)
+    }
+
+    /// The permission named `name`.
+    pub fn permission(&self, name: &str) -> Option<&Permission> {
+        self.permissions.iter().find(|p| p.name == name)
+    }
+}
+
+fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
+    let permission_names: Vec<String> = raw.permissions.keys().map(|k| k.get_ref().clone()).collect();
+    let permissions = raw
+        .permissions
+        .into_iter()
+        .map(|(name, p)| {
+            if !tool_name_ok(name.get_ref()) {
+                ck.error(name.span(), format!("permission name `{}` must be snake_case ASCII", name.get_ref()), None);
+            }
+            let description = required_description(ck, p.description, name.span(), "permission", name.get_ref());
+            Permission {
+                name: name.into_inner(),
+                description,
+                mutates: p.mutates,
+                default: [p.default.windows, p.default.macos, p.default.linux],
+                platforms: p.platforms.unwrap_or_else(|| Platform::ALL.to_vec()),
+            }
+        })
+        .collect::<Vec<_>>();
+
+    let connectors = raw
+        .connectors
+        .into_iter()
+        .map(|(name, c)| {
+            if !tool_name_ok(name.get_ref()) {
+                ck.error(name.span(), format!("connector name `{}` must be snake_case ASCII", name.get_ref()), None);
+            }
+            let description = required_description(ck, c.description, name.span(), "connector", name.get_ref());
+            Connector {
+                name: name.into_inner(),
+                title: c.title,
+                description,
+                instructions: c.instructions,
+                platforms: c.platforms,
+                discovery_budget: c.discovery_budget,
+            }
+        })
+        .collect::<Vec<_>>();
+
+    let resources = raw
+        .resources
+        .into_iter()
+        .map(|(name, r)| {
+            if !pascal_ok(name.get_ref()) || name.get_ref() == "Host" || name.get_ref() == "Connector" {
+                ck.error(
+                    name.span(),
+                    format!("resource `{}` must be a PascalCase name other than Host and Connector", name.get_ref()),
+                    Some("Host (the whole computer) and Connector (the principal) are built in".into()),
+                );
+            }
+            let description = required_description(ck, r.description, name.span(), "resource", name.get_ref());
+            let attributes = r
+                .attributes
+                .into_iter()
+                .filter_map(|(attr, ty)| {
+                    if !tool_name_ok(attr.get_ref()) || CEDAR_RESERVED.contains(&attr.get_ref().as_str()) {
+                        ck.error(attr.span(), format!("attribute `{}` is not a usable Cedar identifier", attr.get_ref()), None);
+                    }
+                    let cedar = match ty.get_ref().as_str() {
+                        "Bool" => CedarType::Bool,
+                        "String" => CedarType::String,
+                        "Long" => CedarType::Long,
+                        other => {
+                            ck.error(
+                                ty.span(),
+                                format!("unknown Cedar attribute type `{other}`"),
+                                Some("use Bool, String or Long".into()),
+                            );
+                            return None;
+                        }
+                    };
+                    Some((attr.into_inner(), cedar))
+                })
+                .collect();
+            Resource { name: name.into_inner(), description, attributes }
+        })
+        .collect::<Vec<_>>();
+
+    let type_names: BTreeSet<String> = raw.types.keys().map(|k| k.get_ref().clone()).collect();
+    let types = raw
+        .types
+        .into_iter()
+        .map(|(name, t)| {
+            if !pascal_ok(name.get_ref()) {
+                ck.error(name.span(), format!("type name `{}` must be PascalCase", name.get_ref()), None);
+            }
+            let description = required_description(ck, t.description, name.span(), "type", name.get_ref());
+            let fields = build_fields(ck, t.fields, &type_names, FieldRole::Shared);
+            ObjectType { name: name.into_inner(), description, fields }
+        })
+        .collect::<Vec<_>>();
+    check_type_cycles(ck, &types);
+
+    let mut tools = Vec::new();
+    let mut seen_lower = BTreeSet::new();
+    for (name, t) in raw.tools {
+        let span = name.span();
+        let tname = name.into_inner();
+        if !tool_name_ok(&tname) {
+            ck.error(
+                span.clone(),
+                format!("tool name `{tname}` must match ^[a-z][a-z0-9_]{{0,63}}$"),
+                Some("ChatGPT accepts ^[a-zA-Z0-9_-]{1,64}$; gantry also uses the name as a Rust method".into()),
+            );
+        }
+        if !seen_lower.insert(tname.to_ascii_lowercase()) {
+            ck.error(span.clone(), format!("duplicate tool `{tname}`"), Some("every tool name must be unique across connectors".into()));
+        }
+        let connector = t.connector.get_ref().clone();
+        let conn = connectors.iter().find(|c| c.name == connector);
+        if conn.is_none() {
+            ck.error(
+                t.connector.span(),
+                format!("tool `{tname}` names unknown connector `{connector}`"),
+                Some(format!("known connectors: {}", known_list(connectors.iter().map(|c| c.name.as_str())))),
+            );
+        }
+        let description = required_description(ck, t.description, span.clone(), "tool", &tname);
+        let check_perm = |ck: &mut Checker<'_>, p: &Spanned<String>| {
+            if !permission_names.contains(p.get_ref()) {
+                ck.error(
+                    p.span(),
+                    format!("tool `{tname}` names unknown permission `{}`", p.get_ref()),
+                    Some(format!("known permissions: {}", known_list(permission_names.iter().map(String::as_str)))),
+                );
+            }
+        };
+        for p in t.requires.iter().chain(&t.unpublished_when) {
+            check_perm(ck, p);
+        }
+        for target in &t.targets {
+            if !resources.iter().any(|r| &r.name == target.get_ref()) {
+                ck.error(
+                    target.span(),
+                    format!("tool `{tname}` targets unknown resource `{}`", target.get_ref()),
+                    Some(format!("declared resources: {}", known_list(resources.iter().map(|r| r.name.as_str())))),
+                );
+            }
+        }
+        let status = match t.status.as_ref().map(|s| s.get_ref().as_str()) {
+            None | Some("ready") => Status::Ready,
+            Some("planned") => Status::Planned,
+            Some(other) => {
+                let s = t.status.as_ref().map_or(span.clone(), Spanned::span);
+                ck.error(s, format!("unknown status `{other}`"), Some("use `ready` or `planned`".into()));
+                Status::Ready
+            }
+        };
+        let platforms = match &t.platforms {
+            Some(p) => {
+                if let Some(conn) = conn {
+                    for platform in p.get_ref() {
+                        if !conn.platforms.contains(platform) {
+                            ck.error(
+                                p.span(),
+                                format!("tool `{tname}` lists {} but connector `{}` is not published there", platform.name(), conn.name),
+                                None,
+                            );
+                        }
+                    }
+                }
+                p.get_ref().clone()
+            }
+            None => conn.map(|c| c.platforms.clone()).unwrap_or_default(),
+        };
+        let mut operations = Vec::new();
+        for (op, o) in t.operations {
+            if !tool_name_ok(op.get_ref()) {
+                ck.error(op.span(), format!("operation `{}` must be snake_case", op.get_ref()), None);
+            }
+            check_perm(ck, &o.requires);
+            operations.push(Operation { name: op.into_inner(), requires: o.requires.into_inner(), description: o.description });
+        }
+        // A tool nobody can turn off would bypass the permission model.
+        if t.requires.is_empty() && operations.is_empty() {
+            ck.error(
+                span.clone(),
+                format!("tool `{tname}` needs no permission"),
+                Some("set `requires` or declare `operations`, so the user can turn it off".into()),
+            );
+        }
+        let input = build_fields(ck, t.input, &type_names, FieldRole::Input);
+        let output = build_fields(ck, t.output, &type_names, FieldRole::Output);
+        let mut groups = |raw: Vec<Vec<Spanned<String>>>, what: &str| -> Vec<Vec<String>> {
+            raw.into_iter()
+                .map(|g| {
+                    for f in &g {
+                        match input.iter().find(|i| &i.name == f.get_ref()) {
+                            None => ck.error(f.span(), format!("`{what}` names unknown input `{}`", f.get_ref()), None),
+                            Some(i) if i.required => {
+                                ck.error(f.span(), format!("`{what}` names required input `{}`", f.get_ref()), Some("fields in such a group must be optional".into()))
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                    g.into_iter().map(Spanned::into_inner).collect()
+                })
+                .collect()
+        };
+        let exactly_one_of = groups(t.exactly_one_of, "exactly_one_of");
+        let at_least_one_of = groups(t.at_least_one_of, "at_least_one_of");
+        let annotations = Annotations {
+            read_only: t.annotations.read_only,
+            destructive: t.annotations.destructive,
+            idempotent: t.annotations.idempotent,
+            open_world: t.annotations.open_world,
+        };
+        let tool = Tool {
+            name: tname,
+            connector,
+            title: t.title,
+            description,
+            requires: t.requires.into_iter().map(Spanned::into_inner).collect(),
+            unpublished_when: t.unpublished_when.into_iter().map(Spanned::into_inner).collect(),
+            targets: t.targets.into_iter().map(Spanned::into_inner).collect(),
+            status,
+            annotations,
+            platforms,
+            limits: t.limits.into_iter().collect(),
+            input,
+            output,
+            exactly_one_of,
+            at_least_one_of,
+            operations,
+        };
+        // A tool that says it only reads must not need a permission that mutates.
+        if tool.annotations.read_only {
+            for p in tool.all_permissions() {
+                if permissions.iter().any(|q| q.name == p && q.mutates) {
+                    ck.error(
+                        span.clone(),
+                        format!("tool `{}` claims readOnlyHint but needs mutating permission `{p}`", tool.name),
+                        Some("ChatGPT skips confirmation for read-only tools; do not let a write tool pretend".into()),
+                    );
+                }
+            }
+        }
+        tools.push(tool);
+    }
+    Surface { permissions, connectors, resources, types, tools }
+}
+
+fn required_description(
+    ck: &mut Checker<'_>,
+    d: Option<Spanned<String>>,
+    owner: Range<usize>,
+    what: &str,
+    name: &str,
+) -> String {
+    match d {
+        Some(d) if !d.get_ref().trim().is_empty() => d.into_inner(),
+        Some(d) => {
+            ck.error(d.span(), format!("{what} `{name}` has an empty description"), None);
+            String::new()
+        }
+        None => {
+            ck.error(
+                owner,
+                format!("{what} `{name}` is missing a description"),
+                Some("the description is what the model (or the user) reads; add `description = \"...\"`".into()),
+            );
+            String::new()
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FieldRole {
+    Input,
+    Output,
+    Shared,
+}
+
+fn build_fields(
+    ck: &mut Checker<'_>,
+    raw: IndexMap<Spanned<String>, raw::RawField>,
+    type_names: &BTreeSet<String>,
+    role: FieldRole,
+) -> Vec<Field> {
+    let mut fields = Vec::new();
+    for (name, f) in raw {
+        let fname = name.get_ref().clone();
+        if !tool_name_ok(&fname) {
+            ck.error(name.span(), format!("field `{fname}` must be snake_case ASCII"), None);
+        }
+        let unknown_type = |ck: &mut Checker<'_>, s: &Spanned<String>| {
+            ck.error(
+                s.span(),
+                format!("field `{fname}` has unknown type `{}`", s.get_ref()),
+                Some(format!(
+                    "use string, integer, boolean, map, array or a type from [types] ({})",
+                    known_list(type_names.iter().map(String::as_str))
+                )),
+            );
+        };
+        let ty = match f.ty.get_ref().as_str() {
+            "string" => FieldType::String,
+            "integer" => FieldType::Integer,
+            "boolean" => FieldType::Boolean,
+            "map" => FieldType::Map,
+            "number" => {
+                ck.error(
+                    f.ty.span(),
+                    format!("field `{fname}` is a float"),
+                    Some("Cedar has no floats and limits are whole numbers; use integer".into()),
+                );
+                FieldType::Integer
+            }
+            "array" => match &f.items {
+                None => {
+                    ck.error(f.ty.span(), format!("array `{fname}` has no `items`"), Some("ChatGPT requires `items` on every array".into()));
+                    FieldType::Array(ItemType::String)
+                }
+                Some(items) => FieldType::Array(match items.get_ref().as_str() {
+                    "string" => ItemType::String,
+                    "integer" => ItemType::Integer,
+                    t if type_names.contains(t) => ItemType::Object(t.to_string()),
+                    _ => {
+                        unknown_type(ck, items);
+                        ItemType::String
+                    }
+                }),
+            },
+            t if type_names.contains(t) => FieldType::Object(t.to_string()),
+            _ => {
+                unknown_type(ck, &f.ty);
+                FieldType::String
+            }
+        };
+        if f.items.is_some() && !matches!(ty, FieldType::Array(_)) {
+            ck.error(name.span(), format!("field `{fname}` has `items` but is not an array"), None);
+        }
+        let description = f.description.filter(|d| !d.trim().is_empty());
+        if description.is_none() && role == FieldRole::Input {
+            ck.error(
+                name.span(),
+                format!("input `{fname}` is missing a description"),
+                Some("the model reads it to fill the argument in; add `description = \"...\"`".into()),
+            );
+        }
+        let enum_values = f.enum_values.map(|e| {
+            if ty != FieldType::String {
+                ck.error(e.span(), format!("`enum` on `{fname}` needs type = \"string\""), None);
+            }
+            let values = e.get_ref().clone();
+            if values.is_empty() || values.iter().any(|v| !tool_name_ok(v)) {
+                ck.error(e.span(), format!("enum values of `{fname}` must be non-empty snake_case names"), None);
+            }
+            values
+        });
+        let default = f.default.map(|d| {
+            let span = d.span();
+            let value = d.into_inner();
+            let ok = match (&ty, &value) {
+                (FieldType::String, toml::Value::String(s)) => enum_values.as_ref().is_none_or(|e| e.contains(s)),
+                (FieldType::Integer, toml::Value::Integer(_)) | (FieldType::Boolean, toml::Value::Boolean(_)) => true,
+                _ => false,
+            };
+            if !ok {
+                ck.error(span, format!("default of `{fname}` does not match its type"), None);
+            }
+            serde_json::to_value(&value).unwrap_or(serde_json::Value::Null)
+        });
+        let bounds = Bounds {
+            minimum: f.minimum,
+            maximum: f.maximum,
+            min_length: f.min_length,
+            max_length: f.max_length,
+            min_items: f.min_items,
+            max_items: f.max_items,
+        };
+        let misplaced = match ty {
+            FieldType::Integer => bounds.min_length.is_some() || bounds.max_length.is_some() || bounds.min_items.is_some() || bounds.max_items.is_some(),
+            FieldType::String => bounds.minimum.is_some() || bounds.maximum.is_some() || bounds.min_items.is_some() || bounds.max_items.is_some(),
+            FieldType::Array(_) => bounds.minimum.is_some() || bounds.maximum.is_some() || bounds.min_length.is_some() || bounds.max_length.is_some(),
+            FieldType::Boolean | FieldType::Map | FieldType::Object(_) => bounds != Bounds::default(),
+        };
+        if misplaced {
+            ck.error(name.span(), format!("field `{fname}` has bounds that do not apply to its type"), Some("integers take minimum/maximum, strings min_length/max_length, arrays min_items/max_items".into()));
+        }
+        if let (Some(lo), Some(hi)) = (bounds.minimum, bounds.maximum)
+            && lo > hi
+        {
+            ck.error(name.span(), format!("field `{fname}` has minimum above maximum"), None);
+        }
+        fields.push(Field { name: fname, ty, required: f.required, description, enum_values, default, bounds });
+    }
+    fields
+}
+
+/// Object types nest by value in Rust, so a cycle would be an infinitely sized struct.
+fn check_type_cycles(ck: &mut Checker<'_>, types: &[ObjectType]) {
+    fn refs(f: &Field) -> Option<&str> {
+        match &f.ty {
+            FieldType::Object(t) | FieldType::Array(ItemType::Object(t)) => Some(t),
+            _ => None,
+        }
+    }
+    fn visit<'a>(types: &'a [ObjectType], name: &'a str, stack: &mut Vec<&'a str>) -> bool {
+        if stack.contains(&name) {
+            return true;
+        }
+        let Some(t) = types.iter().find(|t| t.name == name) else { return false };
+        stack.push(name);
+        let cyclic = t.fields.iter().filter_map(refs).any(|r| visit(types, r, stack));
+        stack.pop();
+        cyclic
+    }
+    for t in types {
+        if visit(types, &t.name, &mut Vec::new()) {
+            ck.error(0..0, format!("type `{}` contains itself", t.name), Some("object types must not be recursive".into()));
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "model_tests.rs"]
+mod tests;
