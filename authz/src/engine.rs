@@ -379,7 +379,8 @@ impl Engine {
             .map_err(|e| e.to_string())?;
         let response = Authorizer::new().is_authorized(&request, &self.policies, &entities);
         let errors: Vec<String> = response.diagnostics().errors().map(ToString::to_string).collect();
-        let policies: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
+        let mut policies: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
+        policies.sort();
         let allowed = response.decision() == cedar_policy::Decision::Allow && errors.is_empty();
         Ok(Decision { allowed, policies, errors })
     }

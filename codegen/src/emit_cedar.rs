@@ -55,7 +55,8 @@ pub fn schema(surface: &Surface) -> String {
         }
     }
     let _ = writeln!(w);
-    let _ = writeln!(w, "// Every permission as it is in effect for this call (read-only mode already applied).");
+    let _ = writeln!(w, "// Every permission as the user set it, masked off where this platform cannot have it.");
+    let _ = writeln!(w, "// Read-only mode is applied by policy (see policies/modes.cedar), not here.");
     let _ = writeln!(w, "type Permissions = {{");
     for p in &surface.permissions {
         let _ = writeln!(w, "  {}: Bool,", p.name);

@@ -127,7 +127,7 @@ fn emit_struct(
     for f in fields {
         let fname = ident(&f.name);
         let json_name = &f.name;
-        let doc = f.description.clone().unwrap_or_default();
+        let doc = f.description.clone().unwrap_or_else(|| format!("`{}` (see docs/TOOLS.md).", f.name));
         let base = match (&f.ty, &f.enum_values) {
             (FieldType::String, Some(values)) => {
                 let ename = enum_name(&owner, &f.name);
@@ -515,6 +515,11 @@ pub fn connector_rs(surface: &Surface, connector: &str) -> Result<String, String
         conn.title
     );
     let module_doc = format!("Connector `{connector}`: {}", conn.description);
+    let allow_unused = if tools.iter().any(|t| t.status == Status::Ready) {
+        quote!()
+    } else {
+        quote!(#[allow(unused_variables)])
+    };
     let items = out.items;
     render(quote! {
         #![doc = #module_doc]
@@ -540,6 +545,7 @@ pub fn connector_rs(surface: &Surface, connector: &str) -> Result<String, String
 
         /// Decodes and validates `arguments`, authorizes the call against the live snapshot in
         /// `cx`, and runs the handler: the only path from a tool name to a handler.
+        #allow_unused
         pub async fn dispatch<H: #trait_name>(
             handlers: &H,
             cx: &tool_api::CallContext,
@@ -635,6 +641,24 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
             },
         }
     });
+    let params: Vec<Ident> = surface.connectors.iter().map(|c| pascal(&c.name)).collect();
+    let bounds = surface.connectors.iter().map(|c| {
+        let p = pascal(&c.name);
+        let m = ident(&c.name);
+        let t = format_ident!("{}Handlers", c.name.to_pascal_case());
+        quote!(#p: #m::#t)
+    });
+    let handler_fields = surface.connectors.iter().map(|c| {
+        let p = pascal(&c.name);
+        let m = ident(&c.name);
+        let d = format!("Handlers of connector `{}`.", c.name);
+        quote!(#[doc = #d] pub #m: #p,)
+    });
+    let route_arms = surface.connectors.iter().map(|c| {
+        let m = ident(&c.name);
+        let n = &c.name;
+        quote!(#n => #m::dispatch(&self.#m, cx, name, arguments).await,)
+    });
     render(quote! {
         //! The surface as static data: permissions, connectors, tools (with their JSON Schemas)
         //! and the Cedar schema, all from surface.toml.
@@ -642,6 +666,28 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
         pub mod resources;
         pub mod types;
         #(#mods)*
+
+        /// One handler set per connector. [`Handlers::dispatch`] sends a call to the connector
+        /// it arrived on; a tool of another connector is unknown there.
+        pub struct Handlers<#(#params),*> {
+            #(#handler_fields)*
+        }
+
+        impl<#(#bounds),*> Handlers<#(#params),*> {
+            /// Decodes, authorizes and runs tool `name` of `connector`.
+            pub async fn dispatch(
+                &self,
+                connector: &str,
+                cx: &tool_api::CallContext,
+                name: &str,
+                arguments: tool_api::JsonObject,
+            ) -> Result<tool_api::Encoded, tool_api::ToolError> {
+                match connector {
+                    #(#route_arms)*
+                    _ => Err(tool_api::ToolError::unknown_tool(name)),
+                }
+            }
+        }
 
         /// Every permission, in declaration order.
         pub static PERMISSIONS: &[tool_api::PermissionSpec] = &[#(#permissions)*];

@@ -2,7 +2,9 @@
 //!
 //! Inputs are closed (`additionalProperties: false`) at every level so a misspelt argument is
 //! an error, not a silently ignored value. Outputs stay open so a field added later does not
-//! break a client that validates `structuredContent`. Object types are inlined: no `$ref`.
+//! break a client that validates `structuredContent`; they carry no descriptions, because
+//! every byte of tools/list counts against the connector's discovery budget and the model
+//! learns what a result means from the tool's description. Object types are inlined: no `$ref`.
 
 use serde_json::{Map, Value, json};
 
@@ -50,14 +52,16 @@ fn object_schema(surface: &Surface, fields: &[Field], description: Option<&str>,
 
 fn named_object(surface: &Surface, name: &str, description: Option<&str>, role: Role) -> Value {
     match surface.object_type(name) {
-        Some(t) => object_schema(surface, &t.fields, description.or(Some(&t.description)), role),
+        Some(t) if role == Role::Input => object_schema(surface, &t.fields, description.or(Some(&t.description)), role),
+        Some(t) => object_schema(surface, &t.fields, None, role),
         None => json!({ "type": "object" }),
     }
 }
 
 fn field_schema(surface: &Surface, f: &Field, role: Role) -> Value {
     if let FieldType::Object(name) = &f.ty {
-        return named_object(surface, name, f.description.as_deref(), role);
+        let description = if role == Role::Input { f.description.as_deref() } else { None };
+        return named_object(surface, name, description, role);
     }
     let mut obj = Map::new();
     let ty = match f.ty {
@@ -69,7 +73,9 @@ fn field_schema(surface: &Surface, f: &Field, role: Role) -> Value {
         FieldType::Object(_) => "object",
     };
     obj.insert("type".into(), json!(ty));
-    if let Some(d) = &f.description {
+    if let Some(d) = &f.description
+        && role == Role::Input
+    {
         obj.insert("description".into(), json!(d));
     }
     if let Some(e) = &f.enum_values {

@@ -12,6 +12,34 @@ pub mod core;
 /// Connector `desktop`.
 pub mod desktop;
 
+/// One handler set per connector. [`Handlers::dispatch`] sends a call to the connector
+/// it arrived on; a tool of another connector is unknown there.
+pub struct Handlers<Core, Desktop> {
+    /// Handlers of connector `core`.
+    pub core: Core,
+    /// Handlers of connector `desktop`.
+    pub desktop: Desktop,
+}
+impl<
+    Core: core::CoreHandlers,
+    Desktop: desktop::DesktopHandlers,
+> Handlers<Core, Desktop> {
+    /// Decodes, authorizes and runs tool `name` of `connector`.
+    pub async fn dispatch(
+        &self,
+        connector: &str,
+        cx: &tool_api::CallContext,
+        name: &str,
+        arguments: tool_api::JsonObject,
+    ) -> Result<tool_api::Encoded, tool_api::ToolError> {
+        match connector {
+            "core" => core::dispatch(&self.core, cx, name, arguments).await,
+            "desktop" => desktop::dispatch(&self.desktop, cx, name, arguments).await,
+            _ => Err(tool_api::ToolError::unknown_tool(name)),
+        }
+    }
+}
+
 /// Every permission, in declaration order.
 pub static PERMISSIONS: &[tool_api::PermissionSpec] = &[
     tool_api::PermissionSpec {

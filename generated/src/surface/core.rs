@@ -155,6 +155,7 @@ impl tool_api::Validate for ReadArgs {
     schemars::JsonSchema
 )]
 pub struct ReadOutput {
+    /// `entries` (see docs/TOOLS.md).
     pub entries: Vec<ReadEntry>,
     /// True when a cap cut the result.
     pub truncated: bool,
@@ -198,12 +199,18 @@ impl tool_api::Validate for ViewImageArgs {
     schemars::JsonSchema
 )]
 pub struct ViewImageOutput {
+    /// `path` (see docs/TOOLS.md).
     pub path: String,
+    /// `mime` (see docs/TOOLS.md).
     pub mime: String,
+    /// `width` (see docs/TOOLS.md).
     pub width: i64,
+    /// `height` (see docs/TOOLS.md).
     pub height: i64,
+    /// `original_width` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_width: Option<i64>,
+    /// `original_height` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_height: Option<i64>,
 }
@@ -313,7 +320,9 @@ impl tool_api::Validate for FindArgs {
     schemars::JsonSchema
 )]
 pub struct FindOutput {
+    /// `matches` (see docs/TOOLS.md).
     pub matches: Vec<FindMatch>,
+    /// `next_cursor` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
 }
@@ -363,6 +372,7 @@ impl tool_api::Validate for ApplyPatchArgs {
     schemars::JsonSchema
 )]
 pub struct ApplyPatchOutput {
+    /// `files` (see docs/TOOLS.md).
     pub files: Vec<PatchedFile>,
 }
 
@@ -471,16 +481,23 @@ impl tool_api::Validate for ExecCommandArgs {
     schemars::JsonSchema
 )]
 pub struct ExecCommandOutput {
+    /// `exit_code` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
+    /// `session_id` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<i64>,
+    /// `wall_time_ms` (see docs/TOOLS.md).
     pub wall_time_ms: i64,
+    /// `output` (see docs/TOOLS.md).
     pub output: String,
+    /// `truncated` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<bool>,
+    /// `output_file` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_file: Option<String>,
+    /// `items` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<Vec<BatchItem>>,
 }
@@ -542,14 +559,20 @@ impl tool_api::Validate for WriteStdinArgs {
     schemars::JsonSchema
 )]
 pub struct WriteStdinOutput {
+    /// `exit_code` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
+    /// `session_id` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<i64>,
+    /// `wall_time_ms` (see docs/TOOLS.md).
     pub wall_time_ms: i64,
+    /// `output` (see docs/TOOLS.md).
     pub output: String,
+    /// `truncated` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<bool>,
+    /// `output_file` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_file: Option<String>,
 }
@@ -639,7 +662,9 @@ impl tool_api::Validate for SessionArgs {
     schemars::JsonSchema
 )]
 pub struct SessionOutput {
+    /// `text` (see docs/TOOLS.md).
     pub text: String,
+    /// `next_cursor` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
 }
@@ -744,6 +769,7 @@ impl tool_api::Validate for AgentsArgs {
     schemars::JsonSchema
 )]
 pub struct AgentsOutput {
+    /// `text` (see docs/TOOLS.md).
     pub text: String,
 }
 

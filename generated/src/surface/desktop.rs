@@ -108,10 +108,13 @@ impl tool_api::Validate for ObserveArgs {
     schemars::JsonSchema
 )]
 pub struct ObserveOutput {
+    /// `frame` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frame: Option<String>,
+    /// `windows` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub windows: Option<Vec<WindowInfo>>,
+    /// `text` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
 }
@@ -160,7 +163,9 @@ impl tool_api::Validate for ComputerArgs {
     schemars::JsonSchema
 )]
 pub struct ComputerOutput {
+    /// `completed` (see docs/TOOLS.md).
     pub completed: i64,
+    /// `steps` (see docs/TOOLS.md).
     pub steps: Vec<StepResult>,
 }
 
@@ -204,6 +209,7 @@ pub trait DesktopHandlers: Send + Sync + 'static {}
 
 /// Decodes and validates `arguments`, authorizes the call against the live snapshot in
 /// `cx`, and runs the handler: the only path from a tool name to a handler.
+#[allow(unused_variables)]
 pub async fn dispatch<H: DesktopHandlers>(
     handlers: &H,
     cx: &tool_api::CallContext,

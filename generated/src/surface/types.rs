@@ -96,27 +96,38 @@ impl ReadEntryKind {
     schemars::JsonSchema
 )]
 pub struct ReadEntry {
+    /// `path` (see docs/TOOLS.md).
     pub path: String,
+    /// `kind` (see docs/TOOLS.md).
     pub kind: ReadEntryKind,
+    /// `text` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// `start_line` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_line: Option<i64>,
+    /// `end_line` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_line: Option<i64>,
+    /// `total_lines` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_lines: Option<i64>,
     /// Set when the text was cut: read on from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_start_line: Option<i64>,
+    /// `size` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<i64>,
+    /// `mime` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime: Option<String>,
+    /// `entries` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entries: Option<Vec<DirEntry>>,
+    /// `error_code` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_code: Option<String>,
+    /// `note` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -171,8 +182,11 @@ impl DirEntryKind {
     schemars::JsonSchema
 )]
 pub struct DirEntry {
+    /// `name` (see docs/TOOLS.md).
     pub name: String,
+    /// `kind` (see docs/TOOLS.md).
     pub kind: DirEntryKind,
+    /// `size` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<i64>,
     /// RFC 3339, UTC.
@@ -191,13 +205,18 @@ pub struct DirEntry {
     schemars::JsonSchema
 )]
 pub struct FindMatch {
+    /// `path` (see docs/TOOLS.md).
     pub path: String,
+    /// `line` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<i64>,
+    /// `text` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// `before` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<Vec<String>>,
+    /// `after` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<Vec<String>>,
 }
@@ -252,11 +271,16 @@ impl PatchedFileOp {
     schemars::JsonSchema
 )]
 pub struct PatchedFile {
+    /// `path` (see docs/TOOLS.md).
     pub path: String,
+    /// `op` (see docs/TOOLS.md).
     pub op: PatchedFileOp,
+    /// `moved_to` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved_to: Option<String>,
+    /// `added` (see docs/TOOLS.md).
     pub added: i64,
+    /// `removed` (see docs/TOOLS.md).
     pub removed: i64,
 }
 
@@ -271,7 +295,9 @@ pub struct PatchedFile {
     schemars::JsonSchema
 )]
 pub struct BatchItem {
+    /// `index` (see docs/TOOLS.md).
     pub index: i64,
+    /// `exit_code` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
 }
@@ -431,8 +457,11 @@ impl tool_api::Validate for ComputerAction {
     schemars::JsonSchema
 )]
 pub struct StepResult {
+    /// `index` (see docs/TOOLS.md).
     pub index: i64,
+    /// `ok` (see docs/TOOLS.md).
     pub ok: bool,
+    /// `note` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -448,10 +477,14 @@ pub struct StepResult {
     schemars::JsonSchema
 )]
 pub struct WindowInfo {
+    /// `id` (see docs/TOOLS.md).
     pub id: String,
+    /// `title` (see docs/TOOLS.md).
     pub title: String,
+    /// `app` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app: Option<String>,
+    /// `focused` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub focused: Option<bool>,
 }

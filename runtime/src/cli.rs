@@ -1,0 +1,79 @@
+//! Command-line interface. Precedence for every setting: flags > environment > config file >
+//! defaults (clap handles the first two; [`crate::config`] the rest).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// gantry: controlled, audited access to this computer for MCP hosts.
+#[derive(Debug, Parser)]
+#[command(name = "gantry", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the connectors: stateless Streamable HTTP (default) or one connector on stdio.
+    Serve(ServeArgs),
+    /// Validate the surface, the policies and the config together; print every problem.
+    Check(CheckArgs),
+}
+
+/// Settings shared by every subcommand.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CommonArgs {
+    /// Config file (default: the platform's config dir, gantry/config.toml).
+    #[arg(long, env = "GANTRY_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory for tokens, the audit log and spill files.
+    #[arg(long, env = "GANTRY_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Approved root (repeatable); replaces the configured roots for this run.
+    /// Environment: GANTRY_ROOTS, a path list.
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+    /// Policy directory to load instead of the built-in copy of policies/.
+    #[arg(long, env = "GANTRY_POLICIES", value_name = "DIR")]
+    pub policies: Option<PathBuf>,
+    /// Address to listen on (default 127.0.0.1; anything else is reachable from elsewhere).
+    #[arg(long, env = "GANTRY_HOST")]
+    pub host: Option<String>,
+    /// Port to listen on (default 3210; 0 picks a free one).
+    #[arg(long, env = "GANTRY_PORT")]
+    pub port: Option<u16>,
+    /// Read-only mode: refuse everything that changes state.
+    #[arg(long, env = "GANTRY_READ_ONLY", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub read_only: Option<bool>,
+    /// Extra Host header value to accept (repeatable), e.g. a tunnel's public name.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
+}
+
+/// `gantry serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Settings.
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Serve one connector on stdin/stdout instead of HTTP.
+    #[arg(long)]
+    pub stdio: bool,
+    /// The connector to serve with --stdio.
+    #[arg(long, default_value = "core", requires = "stdio")]
+    pub connector: String,
+}
+
+/// `gantry check`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Settings.
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Also validate this surface file (e.g. a checkout's surface.toml).
+    #[arg(long, value_name = "FILE")]
+    pub surface: Option<PathBuf>,
+}

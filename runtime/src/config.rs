@@ -1,0 +1,301 @@
+//! The config file and the effective settings of a run.
+//!
+//! A missing config file means a fresh config: every permission at its platform default,
+//! read-only off, the current directory as the one approved root. A config file that exists
+//! but does not parse, names an unknown permission or has an unknown key stops the server with
+//! `file:line:column` and the reason: fail closed, never a silent default.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use tool_api::Platform;
+
+use crate::cli::CommonArgs;
+
+/// Default HTTP port.
+pub const DEFAULT_PORT: u16 = 3210;
+/// Default listen address.
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+
+/// A problem with the settings, located as precisely as possible.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Something in the config file, at a known place.
+    #[error("{file}:{line}:{column}: {reason}")]
+    At {
+        /// The config file.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A setting that is wrong as a whole (a root that does not exist...).
+    #[error("{what}: {reason}")]
+    Setting {
+        /// Which setting, and where it came from.
+        what: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    read_only: Option<bool>,
+    roots: Option<Vec<String>>,
+    host: Option<String>,
+    port: Option<u16>,
+    state_dir: Option<String>,
+    policies: Option<String>,
+    allowed_hosts: Option<Vec<String>>,
+    #[serde(default)]
+    permissions: BTreeMap<toml::Spanned<String>, bool>,
+}
+
+/// The settings of this run, every source merged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The config file consulted (it may not exist).
+    pub config_path: PathBuf,
+    /// Whether it existed.
+    pub config_exists: bool,
+    /// Tokens, audit log, spill files.
+    pub state_dir: PathBuf,
+    /// Approved roots as configured (absolute, not yet resolved).
+    pub roots: Vec<PathBuf>,
+    /// Policy directory replacing the built-in policies.
+    pub policies_dir: Option<PathBuf>,
+    /// Listen address.
+    pub host: String,
+    /// Listen port (0 = any).
+    pub port: u16,
+    /// Read-only mode.
+    pub read_only: bool,
+    /// Stored permission choices, every permission of the surface present.
+    pub permissions: BTreeMap<&'static str, bool>,
+    /// Extra accepted Host header values.
+    pub allowed_hosts: Vec<String>,
+}
+
+fn home() -> Option<PathBuf> {
+    std::env::var_os(if cfg!(windows) { "USERPROFILE" } else { "HOME" })
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
+fn env_dir(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// Where the config file lives when no flag or environment names one.
+pub fn default_config_path() -> PathBuf {
+    let base = match Platform::current() {
+        Platform::Windows => env_dir("APPDATA"),
+        Platform::Macos => home().map(|h| h.join("Library/Application Support")),
+        Platform::Linux => env_dir("XDG_CONFIG_HOME").or_else(|| home().map(|h| h.join(".config"))),
+    };
+    base.unwrap_or_else(|| PathBuf::from(".")).join("gantry").join("config.toml")
+}
+
+/// Where state lives when nothing names a state directory.
+pub fn default_state_dir() -> PathBuf {
+    let base = match Platform::current() {
+        Platform::Windows => env_dir("LOCALAPPDATA"),
+        Platform::Macos => home().map(|h| h.join("Library/Application Support")),
+        Platform::Linux => env_dir("XDG_STATE_HOME").or_else(|| home().map(|h| h.join(".local/state"))),
+    };
+    base.unwrap_or_else(|| PathBuf::from(".")).join("gantry")
+}
+
+fn expand(raw: &str, relative_to: &Path) -> PathBuf {
+    let path = match raw.strip_prefix("~/").or_else(|| (raw == "~").then_some("")) {
+        Some(rest) => match home() {
+            Some(h) => h.join(rest),
+            None => PathBuf::from(raw),
+        },
+        None => PathBuf::from(raw),
+    };
+    if path.is_absolute() { path } else { relative_to.join(path) }
+}
+
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, text.get(start..offset).map_or(1, |s| s.chars().count() + 1))
+}
+
+impl Settings {
+    /// Merges flags and environment (`args`), the config file and the defaults.
+    pub fn resolve(args: &CommonArgs) -> Result<Settings, Vec<ConfigError>> {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        let config_path = args.config.clone().unwrap_or_else(default_config_path);
+        let config_path = if config_path.is_absolute() { config_path } else { cwd.join(config_path) };
+        let shown = config_path.display().to_string();
+        let mut errors = Vec::new();
+
+        let (file, text, exists) = match std::fs::read_to_string(&config_path) {
+            Ok(text) => match toml::from_str::<ConfigFile>(&text) {
+                Ok(file) => (file, text, true),
+                Err(e) => {
+                    let (line, column) = line_column(&text, e.span().map_or(0, |s| s.start));
+                    return Err(vec![ConfigError::At {
+                        file: shown,
+                        line,
+                        column,
+                        reason: e.message().trim().to_string(),
+                    }]);
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (ConfigFile::default(), String::new(), false),
+            Err(e) => {
+                return Err(vec![ConfigError::Setting { what: format!("config file {shown}"), reason: e.to_string() }]);
+            }
+        };
+        let config_dir = config_path.parent().map_or_else(|| cwd.clone(), Path::to_path_buf);
+
+        let platform = Platform::current();
+        let mut permissions: BTreeMap<&'static str, bool> =
+            generated::PERMISSIONS.iter().map(|p| (p.name, p.default.get(platform))).collect();
+        for (name, on) in &file.permissions {
+            match generated::PERMISSIONS.iter().find(|p| p.name == name.get_ref()) {
+                Some(p) => {
+                    permissions.insert(p.name, *on);
+                }
+                None => {
+                    let (line, column) = line_column(&text, name.span().start);
+                    let known: Vec<&str> = generated::PERMISSIONS.iter().map(|p| p.name).collect();
+                    errors.push(ConfigError::At {
+                        file: shown.clone(),
+                        line,
+                        column,
+                        reason: format!("unknown permission `{}` (known: {})", name.get_ref(), known.join(", ")),
+                    });
+                }
+            }
+        }
+
+        let env_roots: Vec<PathBuf> = std::env::var_os("GANTRY_ROOTS")
+            .filter(|v| !v.is_empty())
+            .map(|v| std::env::split_paths(&v).collect())
+            .unwrap_or_default();
+        let roots: Vec<PathBuf> = if !args.roots.is_empty() {
+            args.roots.iter().map(|r| if r.is_absolute() { r.clone() } else { cwd.join(r) }).collect()
+        } else if !env_roots.is_empty() {
+            env_roots.into_iter().map(|r| if r.is_absolute() { r } else { cwd.join(r) }).collect()
+        } else if let Some(list) = &file.roots {
+            list.iter().map(|r| expand(r, &config_dir)).collect()
+        } else {
+            vec![cwd.clone()]
+        };
+        if roots.is_empty() {
+            errors.push(ConfigError::Setting {
+                what: "roots".into(),
+                reason: "no approved root; give --root DIR or set roots in the config".into(),
+            });
+        }
+
+        let state_dir = match (&args.state_dir, &file.state_dir) {
+            (Some(d), _) => if d.is_absolute() { d.clone() } else { cwd.join(d) },
+            (None, Some(d)) => expand(d, &config_dir),
+            (None, None) => default_state_dir(),
+        };
+        let policies_dir = match (&args.policies, &file.policies) {
+            (Some(d), _) => Some(if d.is_absolute() { d.clone() } else { cwd.join(d) }),
+            (None, Some(d)) => Some(expand(d, &config_dir)),
+            (None, None) => None,
+        };
+        let mut allowed_hosts = file.allowed_hosts.clone().unwrap_or_default();
+        allowed_hosts.extend(args.allowed_hosts.iter().cloned());
+
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Settings {
+            config_path,
+            config_exists: exists,
+            state_dir,
+            roots,
+            policies_dir,
+            host: args.host.clone().or(file.host).unwrap_or_else(|| DEFAULT_HOST.to_string()),
+            port: args.port.or(file.port).unwrap_or(DEFAULT_PORT),
+            read_only: args.read_only.or(file.read_only).unwrap_or(false),
+            permissions,
+            allowed_hosts,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args_with_config(dir: &Path, text: Option<&str>) -> CommonArgs {
+        let path = dir.join("config.toml");
+        if let Some(t) = text {
+            std::fs::write(&path, t).unwrap_or_else(|e| panic!("{e}"));
+        }
+        CommonArgs { config: Some(path), roots: vec![dir.to_path_buf()], ..CommonArgs::default() }
+    }
+
+    #[test]
+    fn a_fresh_config_turns_core_on_and_desktop_to_the_platform_default() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let s = Settings::resolve(&args_with_config(dir.path(), None)).unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(!s.config_exists);
+        assert!(!s.read_only);
+        for p in ["read", "search", "write_create", "write_edit", "write_move", "write_delete", "exec", "session_recording", "agents"] {
+            assert_eq!(s.permissions.get(p), Some(&true), "{p}");
+        }
+        let windows = cfg!(windows);
+        for p in ["screen", "control", "clipboard_read", "clipboard_write"] {
+            assert_eq!(s.permissions.get(p), Some(&windows), "{p}");
+        }
+        assert_eq!((s.host.as_str(), s.port), (DEFAULT_HOST, DEFAULT_PORT));
+    }
+
+    #[test]
+    fn stored_choices_are_kept_and_flags_win() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut args = args_with_config(dir.path(), Some("read_only = true\nport = 9000\n[permissions]\nexec = false\ncontrol = true\n"));
+        let s = Settings::resolve(&args).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(s.permissions.get("exec"), Some(&false));
+        assert_eq!(s.permissions.get("control"), Some(&true));
+        assert!(s.read_only);
+        assert_eq!(s.port, 9000);
+        args.port = Some(0);
+        args.read_only = Some(false);
+        let s = Settings::resolve(&args).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(s.port, 0);
+        assert!(!s.read_only);
+    }
+
+    #[test]
+    fn malformed_config_fails_closed_with_its_place() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let errs = Settings::resolve(&args_with_config(dir.path(), Some("read_only = true\nport = \"x\"\n")))
+            .err()
+            .unwrap_or_default();
+        assert_eq!(errs.len(), 1);
+        let shown = errs[0].to_string();
+        assert!(shown.contains("config.toml:2:8: invalid type"), "{shown}");
+    }
+
+    #[test]
+    fn unknown_permission_and_unknown_key_are_errors() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let errs = Settings::resolve(&args_with_config(dir.path(), Some("[permissions]\nread = true\nexecute = true\n")))
+            .err()
+            .unwrap_or_default();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].to_string().contains("config.toml:3:1: unknown permission `execute`"), "{}", errs[0]);
+        let errs = Settings::resolve(&args_with_config(dir.path(), Some("readonly = true\n"))).err().unwrap_or_default();
+        assert!(errs[0].to_string().contains("unknown field `readonly`"), "{}", errs[0]);
+    }
+}

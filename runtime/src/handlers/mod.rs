@@ -1,0 +1,47 @@
+//! The tool handlers: one struct per connector implementing its generated trait. Handlers get
+//! authorized arguments and authorize each target again through the call's gate.
+
+mod read;
+
+use std::sync::Arc;
+
+use generated::core::{CoreHandlers, ReadArgs, ReadOutput};
+use generated::desktop::DesktopHandlers;
+use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
+
+use crate::ops::path_policy::Roots;
+
+/// Handlers of the Core connector.
+#[derive(Debug, Clone)]
+pub struct CoreTools {
+    roots: Arc<Roots>,
+}
+
+impl CoreTools {
+    /// Core handlers confined by `roots`.
+    pub fn new(roots: Arc<Roots>) -> Self {
+        Self { roots }
+    }
+}
+
+/// Runs blocking filesystem work off the async workers.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::new(ErrorCode::Internal, format!("worker failed: {e}")))
+}
+
+impl CoreHandlers for CoreTools {
+    async fn read(&self, call: Authorized<ReadArgs>, cx: &CallContext) -> Result<Reply<ReadOutput>, ToolError> {
+        let roots = self.roots.clone();
+        let cx = cx.clone();
+        let args = call.into_inner();
+        blocking(move || read::run(&roots, &cx, args)).await?
+    }
+}
+
+/// Handlers of the Desktop connector (every desktop tool is still planned).
+#[derive(Debug, Clone, Default)]
+pub struct DesktopTools;
+
+impl DesktopHandlers for DesktopTools {}

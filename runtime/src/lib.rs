@@ -1,0 +1,20 @@
+//! The gantry server: serves the generated surface over MCP, every call decided by Cedar.
+//!
+//! Module map: [`cli`] and [`config`] turn flags, environment and the config file into
+//! [`config::Settings`]; [`app`] loads policies and roots into the shared [`app::App`];
+//! [`server`] is one connector as an MCP server; [`http`] exposes connectors over stateless
+//! Streamable HTTP (or stdio); [`handlers`] implement the generated handler traits; [`ops`]
+//! is the only code that touches the operating system.
+
+pub mod app;
+pub mod audit;
+pub mod check;
+pub mod cli;
+pub mod config;
+pub mod handlers;
+pub mod http;
+pub mod ops;
+pub mod permissions;
+pub mod policy_set;
+pub mod server;
+pub mod state_dir;

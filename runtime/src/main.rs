@@ -1,0 +1,107 @@
+//! The `gantry` binary.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser as _;
+use runtime::app::App;
+use runtime::cli::{Cli, Command};
+use runtime::config::Settings;
+use tokio_util::sync::CancellationToken;
+
+fn init_logging() {
+    // stdout is the stdio transport (and the URL lines): logs only ever go to stderr.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GANTRY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal as _;
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
+}
+
+fn fail(problems: &[String]) -> ExitCode {
+    for p in problems {
+        eprintln!("gantry: {p}");
+    }
+    ExitCode::from(2)
+}
+
+async fn shutdown_signal(token: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                token.cancel();
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    token.cancel();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match cli.command {
+        Command::Check(args) => {
+            let settings = Settings::resolve(&args.common).map_err(|e| e.iter().map(ToString::to_string).collect());
+            let (problems, summary) = runtime::check::run(settings, args.surface.as_deref());
+            if problems.is_empty() {
+                for line in summary {
+                    println!("ok: {line}");
+                }
+                ExitCode::SUCCESS
+            } else {
+                for p in &problems {
+                    eprintln!("{p}");
+                }
+                eprintln!("gantry check: {} problem(s)", problems.len());
+                ExitCode::FAILURE
+            }
+        }
+        Command::Serve(args) => {
+            let settings = match Settings::resolve(&args.common) {
+                Ok(s) => s,
+                Err(e) => return fail(&e.iter().map(ToString::to_string).collect::<Vec<_>>()),
+            };
+            let app = match App::start(settings) {
+                Ok(a) => Arc::new(a),
+                Err(e) => return fail(&e),
+            };
+            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(r) => r,
+                Err(e) => return fail(&[format!("cannot start the async runtime: {e}")]),
+            };
+            let result = runtime.block_on(async move {
+                let token = CancellationToken::new();
+                tokio::spawn(shutdown_signal(token.clone()));
+                if args.stdio {
+                    tokio::select! {
+                        r = runtime::http::serve_stdio(app, &args.connector) => r,
+                        () = token.cancelled() => Ok(()),
+                    }
+                } else {
+                    runtime::http::serve(app, token).await
+                }
+            });
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&[e]),
+            }
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! Reading files and directories. Every function takes an [`Authorized`] resolved path: the
+//! filesystem is only reached with a value a Cedar permit produced.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::time::SystemTime;
+
+use tool_api::Authorized;
+
+use super::path_policy::Resolved;
+
+/// How many leading bytes decide whether a file is text.
+const SNIFF_BYTES: usize = 8192;
+/// Files up to this size get an exact total line count even when only part is returned.
+const COUNT_LINES_UP_TO: u64 = 16 * 1024 * 1024;
+
+/// One directory entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// File name.
+    pub name: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: &'static str,
+    /// Size in bytes (files).
+    pub size: Option<u64>,
+    /// Last modification, RFC 3339 UTC.
+    pub mtime: Option<String>,
+}
+
+/// Lists a directory one level deep, sorted by name, at most `max` entries. Returns the
+/// entries and the total count.
+pub fn list_dir(dir: &Authorized<Resolved>, max: usize) -> std::io::Result<(Vec<Entry>, usize)> {
+    let mut entries = Vec::new();
+    for item in std::fs::read_dir(&dir.path)? {
+        let item = item?;
+        let file_type = item.file_type()?;
+        let meta = item.metadata().ok();
+        let kind = if file_type.is_symlink() {
+            "symlink"
+        } else if file_type.is_dir() {
+            "dir"
+        } else if file_type.is_file() {
+            "file"
+        } else {
+            "other"
+        };
+        entries.push(Entry {
+            name: item.file_name().to_string_lossy().into_owned(),
+            kind,
+            size: meta.as_ref().filter(|m| m.is_file()).map(std::fs::Metadata::len),
+            mtime: meta.and_then(|m| m.modified().ok()).map(rfc3339),
+        });
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    let total = entries.len();
+    entries.truncate(max);
+    Ok((entries, total))
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// Text cut to a line window and a byte budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextSlice {
+    /// The lines, with their line endings.
+    pub text: String,
+    /// First line returned (1-based).
+    pub start_line: u64,
+    /// Last line returned (0 when none).
+    pub end_line: u64,
+    /// Lines in the file, when counted.
+    pub total_lines: Option<u64>,
+    /// Where to continue when the budget cut the window short.
+    pub next_start_line: Option<u64>,
+    /// A remark for the model (encoding replaced, a line longer than the budget...).
+    pub note: Option<String>,
+}
+
+/// What a file turned out to hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    /// Text, decoded.
+    Text(TextSlice),
+    /// Not text: described, never dumped.
+    Binary {
+        /// Size in bytes.
+        size: u64,
+        /// The type recognised from its first bytes.
+        mime: Option<&'static str>,
+    },
+}
+
+/// Recognises common binary formats by their magic bytes.
+pub fn sniff_mime(head: &[u8]) -> Option<&'static str> {
+    let starts = |m: &[u8]| head.starts_with(m);
+    if starts(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if starts(b"\xff\xd8\xff") {
+        Some("image/jpeg")
+    } else if starts(b"GIF87a") || starts(b"GIF89a") {
+        Some("image/gif")
+    } else if head.len() >= 12 && starts(b"RIFF") && &head[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else if starts(b"%PDF-") {
+        Some("application/pdf")
+    } else if starts(b"PK\x03\x04") {
+        Some("application/zip")
+    } else if starts(b"\x1f\x8b") {
+        Some("application/gzip")
+    } else if starts(b"\x7fELF") {
+        Some("application/x-elf")
+    } else {
+        None
+    }
+}
+
+/// Reads lines `start..=end` of a file, stopping before `budget` bytes of text.
+pub fn read_text(
+    file: &Authorized<Resolved>,
+    start: u64,
+    end: Option<u64>,
+    budget: usize,
+) -> std::io::Result<Content> {
+    let mut f = File::open(&file.path)?;
+    let size = f.metadata()?.len();
+    let mut head = vec![0u8; SNIFF_BYTES.min(usize::try_from(size).unwrap_or(SNIFF_BYTES))];
+    let n = read_full(&mut f, &mut head)?;
+    head.truncate(n);
+
+    if head.starts_with(b"\xff\xfe") || head.starts_with(b"\xfe\xff") {
+        return read_utf16(file, size, start, end, budget);
+    }
+    let bom = head.starts_with(b"\xef\xbb\xbf");
+    let body = if bom { &head[3..] } else { &head[..] };
+    let looks_binary = body.contains(&0)
+        || matches!(std::str::from_utf8(body), Err(e) if e.error_len().is_some());
+    if looks_binary {
+        return Ok(Content::Binary { size, mime: sniff_mime(&head) });
+    }
+
+    let f = File::open(&file.path)?;
+    let mut reader = BufReader::new(f);
+    if bom {
+        let mut skip = [0u8; 3];
+        reader.read_exact(&mut skip)?;
+    }
+    let mut lines = LineWindow::new(start, end, budget);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        if !lines.push(&buf) {
+            break;
+        }
+    }
+    let read_so_far = lines.line;
+    let mut slice = lines.finish();
+    if slice.total_lines.is_none() && size <= COUNT_LINES_UP_TO {
+        // The window ended early; count the rest cheaply for `total_lines`.
+        let mut rest = Vec::new();
+        reader.read_to_end(&mut rest)?;
+        slice.total_lines = Some(read_so_far + bytecount_lines(&rest));
+    }
+    Ok(Content::Text(slice))
+}
+
+fn bytecount_lines(bytes: &[u8]) -> u64 {
+    if bytes.is_empty() {
+        return 0;
+    }
+    let newlines = bytes.iter().filter(|b| **b == b'\n').count() as u64;
+    newlines + u64::from(!bytes.ends_with(b"\n"))
+}
+
+fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match f.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+fn read_utf16(file: &Authorized<Resolved>, size: u64, start: u64, end: Option<u64>, budget: usize) -> std::io::Result<Content> {
+    // UTF-16 is decoded whole; refuse to hold more than a bounded amount.
+    const MAX_UTF16: u64 = 32 * 1024 * 1024;
+    if size > MAX_UTF16 {
+        return Ok(Content::Binary { size, mime: Some("text/plain; charset=utf-16") });
+    }
+    let bytes = std::fs::read(&file.path)?;
+    let le = bytes.starts_with(b"\xff\xfe");
+    let units = bytes[2..].chunks_exact(2).map(|c| if le { u16::from_le_bytes([c[0], c[1]]) } else { u16::from_be_bytes([c[0], c[1]]) });
+    let text: String = char::decode_utf16(units).map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)).collect();
+    let mut lines = LineWindow::new(start, end, budget);
+    for line in text.split_inclusive('\n') {
+        if !lines.push(line.as_bytes()) {
+            break;
+        }
+    }
+    let mut slice = lines.finish();
+    if slice.total_lines.is_none() {
+        slice.total_lines = Some(text.split_inclusive('\n').count() as u64);
+    }
+    slice.note = Some(slice.note.map_or("decoded from UTF-16".to_string(), |n| format!("decoded from UTF-16; {n}")));
+    Ok(Content::Text(slice))
+}
+
+/// Collects a window of lines under a byte budget.
+struct LineWindow {
+    start: u64,
+    end: Option<u64>,
+    budget: usize,
+    line: u64,
+    text: String,
+    first: Option<u64>,
+    last: u64,
+    next: Option<u64>,
+    note: Option<String>,
+    done: bool,
+}
+
+impl LineWindow {
+    fn new(start: u64, end: Option<u64>, budget: usize) -> Self {
+        Self { start: start.max(1), end, budget, line: 0, text: String::new(), first: None, last: 0, next: None, note: None, done: false }
+    }
+
+    /// Takes one line (with its ending); false once nothing more is wanted.
+    fn push(&mut self, raw: &[u8]) -> bool {
+        self.line += 1;
+        if self.line < self.start {
+            return true;
+        }
+        if self.end.is_some_and(|e| self.line > e) {
+            self.done = true;
+            return false;
+        }
+        let line = String::from_utf8_lossy(raw);
+        if matches!(line, std::borrow::Cow::Owned(_)) && self.note.is_none() {
+            self.note = Some("invalid UTF-8 replaced with U+FFFD".into());
+        }
+        if self.text.len() + line.len() > self.budget {
+            if self.text.is_empty() {
+                // One line larger than the whole budget: give its head, say so.
+                let mut cut = self.budget;
+                while !line.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                self.text.push_str(&line[..cut]);
+                self.first = Some(self.line);
+                self.last = self.line;
+                self.note = Some(format!("line {} is longer than {} bytes and was cut", self.line, self.budget));
+                self.next = Some(self.line + 1);
+            } else {
+                self.next = Some(self.line);
+            }
+            return false;
+        }
+        self.text.push_str(&line);
+        self.first.get_or_insert(self.line);
+        self.last = self.line;
+        true
+    }
+
+    fn finish(self) -> TextSlice {
+        let reached_eof = self.next.is_none() && !self.done;
+        TextSlice {
+            start_line: self.first.unwrap_or(self.start),
+            end_line: self.last,
+            total_lines: reached_eof.then_some(self.line),
+            next_start_line: self.next,
+            note: self.note,
+            text: self.text,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(text: &str, start: u64, end: Option<u64>, budget: usize) -> TextSlice {
+        let mut w = LineWindow::new(start, end, budget);
+        for l in text.split_inclusive('\n') {
+            if !w.push(l.as_bytes()) {
+                break;
+            }
+        }
+        w.finish()
+    }
+
+    #[test]
+    fn a_whole_small_text_comes_back_with_its_line_count() {
+        let s = window("a\nb\nc", 1, None, 100);
+        assert_eq!((s.text.as_str(), s.start_line, s.end_line, s.total_lines, s.next_start_line), ("a\nb\nc", 1, 3, Some(3), None));
+    }
+
+    #[test]
+    fn the_budget_cuts_on_a_line_boundary_and_says_where_to_continue() {
+        let s = window("aaaa\nbbbb\ncccc\n", 1, None, 12);
+        assert_eq!((s.text.as_str(), s.end_line, s.next_start_line, s.total_lines), ("aaaa\nbbbb\n", 2, Some(3), None));
+    }
+
+    #[test]
+    fn ranges_select_lines() {
+        let s = window("1\n2\n3\n4\n", 2, Some(3), 100);
+        assert_eq!((s.text.as_str(), s.start_line, s.end_line, s.next_start_line), ("2\n3\n", 2, 3, None));
+    }
+
+    #[test]
+    fn a_line_longer_than_the_budget_is_cut_with_a_note() {
+        let s = window("ééééé\nx\n", 1, None, 5);
+        assert_eq!(s.text, "éé");
+        assert_eq!(s.next_start_line, Some(2));
+        assert!(s.note.unwrap_or_default().contains("longer than 5 bytes"));
+    }
+
+    #[test]
+    fn magic_bytes_name_images() {
+        assert_eq!(sniff_mime(b"\x89PNG\r\n\x1a\nrest"), Some("image/png"));
+        assert_eq!(sniff_mime(b"RIFF1234WEBPVP8 "), Some("image/webp"));
+        assert_eq!(sniff_mime(b"hello"), None);
+    }
+}

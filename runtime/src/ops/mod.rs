@@ -1,0 +1,5 @@
+//! Everything that touches the operating system. Handlers decide; `ops` does, and only with
+//! values a Cedar permit produced ([`tool_api::Authorized`]).
+
+pub mod fs;
+pub mod path_policy;

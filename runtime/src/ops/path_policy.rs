@@ -1,0 +1,244 @@
+//! The one place that turns a path a model wrote into facts Cedar can decide on.
+//!
+//! Every tool that touches the filesystem resolves through [`Roots::resolve`]; no tool checks
+//! roots on its own. Resolution: refuse NUL bytes and empty paths; make the path absolute
+//! (against `base` or the first root); resolve it the way the OS would (symlinks followed,
+//! `..` applied after them) for the part that exists; append the not-yet-existing rest
+//! lexically (it has no symlinks to follow). The result says whether it lies inside an approved
+//! root and what kind of thing it is; `policies/paths.cedar` decides.
+
+use std::path::{Component, Path, PathBuf};
+
+use tool_api::ToolError;
+
+/// What a resolved path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// Nothing exists there yet.
+    Missing,
+    /// A device, FIFO or socket: never read or written.
+    Special,
+}
+
+impl Kind {
+    /// The value of the Cedar `kind` attribute.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Dir => "dir",
+            Kind::Missing => "missing",
+            Kind::Special => "special",
+        }
+    }
+}
+
+/// A path after resolution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The path exactly as the caller wrote it (what errors show).
+    pub given: String,
+    /// The canonical absolute path.
+    pub path: PathBuf,
+    /// Whether it lies inside an approved root.
+    pub inside_root: bool,
+    /// What is there.
+    pub kind: Kind,
+}
+
+impl Resolved {
+    /// The Cedar resource for this path.
+    pub fn resource(&self) -> generated::resources::Path {
+        generated::resources::Path {
+            id: self.path.to_string_lossy().into_owned(),
+            inside_root: self.inside_root,
+            kind: self.kind.as_str().to_string(),
+        }
+    }
+}
+
+/// The approved roots, canonicalized once at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Roots {
+    roots: Vec<PathBuf>,
+}
+
+impl Roots {
+    /// Canonicalizes each configured root; each must be an existing directory.
+    pub fn new(configured: &[PathBuf]) -> Result<Roots, String> {
+        let mut roots = Vec::new();
+        for r in configured {
+            let canonical = std::fs::canonicalize(r).map_err(|e| format!("approved root {}: {e}", r.display()))?;
+            if !canonical.is_dir() {
+                return Err(format!("approved root {} is not a directory", r.display()));
+            }
+            if !roots.contains(&canonical) {
+                roots.push(canonical);
+            }
+        }
+        if roots.is_empty() {
+            return Err("no approved root".into());
+        }
+        Ok(Roots { roots })
+    }
+
+    /// The first root: where relative paths resolve by default.
+    pub fn first(&self) -> &Path {
+        &self.roots[0]
+    }
+
+    /// How many roots there are (errors give the count, never the list).
+    pub fn len(&self) -> usize {
+        self.roots.len()
+    }
+
+    /// Always false: there is at least one root.
+    pub fn is_empty(&self) -> bool {
+        self.roots.is_empty()
+    }
+
+    /// Whether a canonical path lies inside a root.
+    pub fn contains(&self, canonical: &Path) -> bool {
+        self.roots.iter().any(|r| canonical.starts_with(r))
+    }
+
+    /// Resolves `given` (relative paths against `base`, else the first root).
+    pub fn resolve(&self, given: &str, base: Option<&Path>) -> Result<Resolved, ToolError> {
+        if given.is_empty() {
+            return Err(ToolError::invalid_input("empty path"));
+        }
+        if given.contains('\0') {
+            return Err(ToolError::invalid_input("path contains a NUL byte"));
+        }
+        let raw = Path::new(given);
+        let absolute = if raw.is_absolute() { raw.to_path_buf() } else { base.unwrap_or(self.first()).join(raw) };
+        let (path, kind) = resolve_os(&absolute).map_err(|e| ToolError::os(format!("{given}: cannot resolve"), &e))?;
+        Ok(Resolved { given: given.to_string(), inside_root: self.contains(&path), path, kind })
+    }
+}
+
+/// Resolves the existing prefix with the OS (symlinks, then `..`) and appends the rest.
+fn resolve_os(absolute: &Path) -> std::io::Result<(PathBuf, Kind)> {
+    match std::fs::canonicalize(absolute) {
+        Ok(canonical) => {
+            let kind = kind_of(&canonical)?;
+            Ok((canonical, kind))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Walk up to the nearest ancestor that exists; everything below it is new, so it
+            // holds no symlink and can be applied lexically.
+            let mut rest: Vec<Component<'_>> = Vec::new();
+            let mut ancestor = absolute;
+            loop {
+                let Some(parent) = ancestor.parent() else { return Err(e) };
+                if let Some(last) = ancestor.components().next_back() {
+                    rest.push(last);
+                }
+                ancestor = parent;
+                match std::fs::canonicalize(ancestor) {
+                    Ok(mut base) => {
+                        for c in rest.iter().rev() {
+                            match c {
+                                Component::ParentDir => {
+                                    base.pop();
+                                }
+                                Component::CurDir => {}
+                                other => base.push(other.as_os_str()),
+                            }
+                        }
+                        return Ok((base, Kind::Missing));
+                    }
+                    Err(e2) if e2.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e2) => return Err(e2),
+                }
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn kind_of(path: &Path) -> std::io::Result<Kind> {
+    let meta = std::fs::metadata(path)?;
+    Ok(if meta.is_dir() {
+        Kind::Dir
+    } else if meta.is_file() {
+        Kind::File
+    } else {
+        Kind::Special
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, Roots) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join("sub/a.txt"), "a").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("secret.txt"), "s").unwrap_or_else(|e| panic!("{e}"));
+        let roots = Roots::new(&[root]).unwrap_or_else(|e| panic!("{e}"));
+        (dir, roots)
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_first_root() {
+        let (_d, roots) = setup();
+        let r = roots.resolve("sub/a.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.inside_root);
+        assert_eq!(r.kind, Kind::File);
+        assert_eq!(r.path, roots.first().join("sub/a.txt"));
+    }
+
+    #[test]
+    fn dot_dot_escapes_are_outside() {
+        let (_d, roots) = setup();
+        let r = roots.resolve("../secret.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!r.inside_root);
+        let r = roots.resolve("sub/../../secret.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!r.inside_root);
+    }
+
+    #[test]
+    fn new_paths_are_checked_through_their_nearest_existing_ancestor() {
+        let (_d, roots) = setup();
+        let r = roots.resolve("sub/new/deeper.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.inside_root);
+        assert_eq!(r.kind, Kind::Missing);
+        let r = roots.resolve("sub/new/../../../escape.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!r.inside_root, "{r:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_are_followed_before_the_root_check() {
+        let (d, roots) = setup();
+        let link = roots.first().join("link");
+        std::os::unix::fs::symlink(d.path().join("secret.txt"), &link).unwrap_or_else(|e| panic!("{e}"));
+        let r = roots.resolve("link", None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!r.inside_root);
+        let dirlink = roots.first().join("dirlink");
+        std::os::unix::fs::symlink(d.path(), &dirlink).unwrap_or_else(|e| panic!("{e}"));
+        let r = roots.resolve("dirlink/new-file.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!r.inside_root, "{r:?}");
+    }
+
+    #[test]
+    fn nul_and_empty_are_invalid_input() {
+        let (_d, roots) = setup();
+        assert_eq!(roots.resolve("a\0b", None).err().map(|e| e.code), Some(tool_api::ErrorCode::InvalidInput));
+        assert_eq!(roots.resolve("", None).err().map(|e| e.code), Some(tool_api::ErrorCode::InvalidInput));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn devices_are_special() {
+        let (_d, roots) = setup();
+        let r = roots.resolve("/dev/null", None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.kind, Kind::Special);
+    }
+}

@@ -1,0 +1,109 @@
+//! The live permission state: what the user chose, what this platform allows, read-only mode;
+//! and from it the Cedar snapshot and the tools each connector publishes.
+
+use std::collections::BTreeMap;
+
+use tool_api::{ConnectorSpec, Platform, ToolSpec};
+
+/// Permission choices plus the facts that mask them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionState {
+    platform: Platform,
+    read_only: bool,
+    stored: BTreeMap<&'static str, bool>,
+}
+
+impl PermissionState {
+    /// State for `platform` from stored choices (missing ones count as off).
+    pub fn new(platform: Platform, read_only: bool, stored: BTreeMap<&'static str, bool>) -> Self {
+        Self { platform, read_only, stored }
+    }
+
+    /// On as stored and possible on this platform (read-only mode not applied).
+    fn available(&self, name: &str) -> bool {
+        let supported = generated::PERMISSIONS
+            .iter()
+            .find(|p| p.name == name)
+            .is_some_and(|p| p.platforms.contains(&self.platform));
+        supported && self.stored.get(name).copied().unwrap_or(false)
+    }
+
+    /// In effect: available and not masked by read-only mode.
+    pub fn effective(&self, name: &str) -> bool {
+        let mutates = generated::PERMISSIONS.iter().find(|p| p.name == name).is_some_and(|p| p.mutates);
+        self.available(name) && !(self.read_only && mutates)
+    }
+
+    /// Whether read-only mode is on.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The Cedar context of a call. Read-only mode travels as its own fact so the policy that
+    /// applies it can say so.
+    pub fn snapshot(&self) -> authz::Snapshot {
+        authz::Snapshot {
+            platform: self.platform.name(),
+            read_only: self.read_only,
+            permissions: generated::PERMISSIONS.iter().map(|p| (p.name, self.available(p.name))).collect(),
+        }
+    }
+
+    /// Whether `connector` runs on this platform at all.
+    pub fn serves(&self, connector: &ConnectorSpec) -> bool {
+        connector.platforms.contains(&self.platform)
+    }
+
+    /// The tools `connector` lists right now, in declaration order.
+    pub fn published<'a>(&'a self, connector: &'a str) -> impl Iterator<Item = &'static ToolSpec> + 'a {
+        generated::TOOLS.iter().filter(move |t| {
+            t.connector == connector && t.platforms.contains(&self.platform) && t.published(|p| self.effective(p))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_on() -> BTreeMap<&'static str, bool> {
+        generated::PERMISSIONS.iter().map(|p| (p.name, true)).collect()
+    }
+
+    fn names(state: &PermissionState, connector: &str) -> Vec<&'static str> {
+        state.published(connector).map(|t| t.name).collect()
+    }
+
+    #[test]
+    fn find_replaces_the_shell_only_when_exec_is_off() {
+        let mut stored = all_on();
+        let on = PermissionState::new(Platform::Linux, false, stored.clone());
+        assert_eq!(names(&on, "core"), ["read", "view_image", "apply_patch", "exec_command", "write_stdin", "session", "agents"]);
+        stored.insert("exec", false);
+        let off = PermissionState::new(Platform::Linux, false, stored);
+        assert_eq!(names(&off, "core"), ["read", "view_image", "find", "apply_patch", "session", "agents"]);
+    }
+
+    #[test]
+    fn read_only_masks_mutating_permissions_but_keeps_the_snapshot_honest() {
+        let state = PermissionState::new(Platform::Linux, true, all_on());
+        assert!(state.effective("read"));
+        assert!(!state.effective("exec"));
+        assert!(!state.effective("write_edit"));
+        // exec off by read-only: find becomes the search path; apply_patch has no write left.
+        assert_eq!(names(&state, "core"), ["read", "view_image", "find", "session"]);
+        let snap = state.snapshot();
+        assert!(snap.read_only);
+        assert!(snap.permissions.contains(&("exec", true)));
+    }
+
+    #[test]
+    fn desktop_permissions_are_masked_off_windows_but_kept() {
+        let linux = PermissionState::new(Platform::Linux, false, all_on());
+        assert!(!linux.effective("screen"));
+        assert!(linux.snapshot().permissions.contains(&("screen", false)));
+        let windows = PermissionState::new(Platform::Windows, false, all_on());
+        assert!(windows.effective("screen"));
+        assert_eq!(names(&windows, "desktop"), ["observe", "computer"]);
+    }
+}

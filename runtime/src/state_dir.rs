@@ -1,0 +1,138 @@
+//! The state directory: connector tokens and the audit log. Private to the user (0700 for
+//! the directory, 0600 for files on Unix).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use subtle::ConstantTimeEq;
+
+/// Creates the state directory if needed and makes it private.
+pub fn ensure(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Writes `contents` to `path` atomically, readable by the owner only.
+pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut f = options.open(&tmp)?;
+    f.write_all(contents)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+/// A connector's secret: 256 bits from the OS CSPRNG, base64url.
+fn new_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// The connector tokens of this state directory.
+#[derive(Clone)]
+pub struct Tokens {
+    by_connector: Vec<(&'static str, String)>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print a token.
+        f.debug_struct("Tokens").field("connectors", &self.by_connector.len()).finish()
+    }
+}
+
+fn tokens_path(dir: &Path) -> PathBuf {
+    dir.join("tokens.toml")
+}
+
+impl Tokens {
+    /// Reads `tokens.toml`, creating a token for each connector that has none yet.
+    pub fn load_or_create(dir: &Path, connectors: &[&'static str]) -> Result<Tokens, String> {
+        let path = tokens_path(dir);
+        let mut stored: toml::Table = match std::fs::read_to_string(&path) {
+            Ok(text) => text.parse().map_err(|e: toml::de::Error| format!("{}: {}", path.display(), e.message()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let mut changed = false;
+        let mut by_connector = Vec::new();
+        for c in connectors {
+            let token = match stored.get(*c).and_then(toml::Value::as_str) {
+                Some(t) if t.len() >= 22 => t.to_string(),
+                _ => {
+                    let t = new_token().map_err(|e| format!("cannot draw a random token: {e}"))?;
+                    stored.insert((*c).to_string(), toml::Value::String(t.clone()));
+                    changed = true;
+                    t
+                }
+            };
+            by_connector.push((*c, token));
+        }
+        if changed {
+            let text = format!(
+                "# gantry connector secrets. Anyone with one of these can use that connector.\n{}",
+                toml::to_string(&stored).map_err(|e| e.to_string())?
+            );
+            write_private(&path, text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        Ok(Tokens { by_connector })
+    }
+
+    /// The token of `connector`.
+    pub fn get(&self, connector: &str) -> Option<&str> {
+        self.by_connector.iter().find(|(c, _)| *c == connector).map(|(_, t)| t.as_str())
+    }
+
+    /// The connector whose token is `candidate`. Compares against every token in constant
+    /// time, so response timing says nothing about how close a guess was.
+    pub fn connector_for(&self, candidate: &str) -> Option<&'static str> {
+        let mut found = None;
+        for (c, token) in &self.by_connector {
+            let equal = token.len() == candidate.len() && bool::from(token.as_bytes().ct_eq(candidate.as_bytes()));
+            if equal {
+                found = Some(*c);
+            }
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_created_once_private_and_distinct() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let a = Tokens::load_or_create(dir.path(), &["core", "desktop"]).unwrap_or_else(|e| panic!("{e}"));
+        let b = Tokens::load_or_create(dir.path(), &["core", "desktop"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.get("core"), b.get("core"));
+        assert_ne!(a.get("core"), a.get("desktop"));
+        assert_eq!(a.get("core").map(str::len), Some(43));
+        let core = a.get("core").unwrap_or_default().to_string();
+        assert_eq!(a.connector_for(&core), Some("core"));
+        assert_eq!(a.connector_for(&core[..42]), None);
+        assert_eq!(a.connector_for(""), None);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(dir.path().join("tokens.toml")).map(|m| m.permissions().mode() & 0o777);
+            assert_eq!(mode.ok(), Some(0o600));
+        }
+        assert!(!format!("{a:?}").contains(&core));
+    }
+}

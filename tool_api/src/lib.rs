@@ -1,0 +1,20 @@
+//! The vocabulary generated tool code and gantry's runtime share: typed errors with stable
+//! codes, argument decoding and validation, replies, the per-call context, and the types of
+//! the static surface tables.
+
+pub mod check;
+mod context;
+mod decode;
+mod error;
+mod reply;
+mod spec;
+
+pub use authz::{ActionId, AttrValue, Authorized, Host, Resource};
+pub use context::CallContext;
+pub use decode::{decode, Validate};
+pub use error::{ErrorCode, ToolError};
+pub use reply::{encode, Encoded, Image, NoOutput, Reply};
+pub use spec::{Annotations, ConnectorSpec, OperationSpec, PermissionSpec, Platform, PlatformFlags, Status, ToolSpec};
+
+/// A JSON object, as tool arguments arrive.
+pub type JsonObject = serde_json::Map<String, serde_json::Value>;
