@@ -509,6 +509,11 @@ pub fn connector_rs(surface: &Surface, connector: &str) -> Result<String, String
             },
         }
     });
+    let schema_arms = tools.iter().map(|t| {
+        let name = &t.name;
+        let args = format_ident!("{}Args", tool_ident(t));
+        quote!(#name => Some(generator().into_root_schema_for::<#args>()),)
+    });
     let trait_doc = format!(
         "The handlers of connector `{connector}` ({}): one method per ready tool, so a missing handler \
          does not compile. Planned tools answer `NOT_IMPLEMENTED` from [`dispatch`].",
@@ -541,6 +546,20 @@ pub fn connector_rs(surface: &Surface, connector: &str) -> Result<String, String
         #[doc = #trait_doc]
         pub trait #trait_name: Send + Sync + 'static {
             #(#methods)*
+        }
+
+        /// What schemars derives from a tool's argument type. A test holds it equal to the
+        /// published `schemas/<tool>.input.json`, so the served schema and the decoder agree.
+        pub fn derived_input_schema(name: &str) -> Option<schemars::Schema> {
+            let generator = || {
+                schemars::generate::SchemaSettings::draft2020_12()
+                    .with(|s| s.inline_subschemas = true)
+                    .into_generator()
+            };
+            match name {
+                #(#schema_arms)*
+                _ => None,
+            }
         }
 
         /// Decodes and validates `arguments`, authorizes the call against the live snapshot in

@@ -785,6 +785,27 @@ pub trait CoreHandlers: Send + Sync + 'static {
     > + Send;
 }
 
+/// What schemars derives from a tool's argument type. A test holds it equal to the
+/// published `schemas/<tool>.input.json`, so the served schema and the decoder agree.
+pub fn derived_input_schema(name: &str) -> Option<schemars::Schema> {
+    let generator = || {
+        schemars::generate::SchemaSettings::draft2020_12()
+            .with(|s| s.inline_subschemas = true)
+            .into_generator()
+    };
+    match name {
+        "read" => Some(generator().into_root_schema_for::<ReadArgs>()),
+        "view_image" => Some(generator().into_root_schema_for::<ViewImageArgs>()),
+        "find" => Some(generator().into_root_schema_for::<FindArgs>()),
+        "apply_patch" => Some(generator().into_root_schema_for::<ApplyPatchArgs>()),
+        "exec_command" => Some(generator().into_root_schema_for::<ExecCommandArgs>()),
+        "write_stdin" => Some(generator().into_root_schema_for::<WriteStdinArgs>()),
+        "session" => Some(generator().into_root_schema_for::<SessionArgs>()),
+        "agents" => Some(generator().into_root_schema_for::<AgentsArgs>()),
+        _ => None,
+    }
+}
+
 /// Decodes and validates `arguments`, authorizes the call against the live snapshot in
 /// `cx`, and runs the handler: the only path from a tool name to a handler.
 pub async fn dispatch<H: CoreHandlers>(

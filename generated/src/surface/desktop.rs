@@ -207,6 +207,21 @@ impl ComputerOperation {
 /// The handlers of connector `desktop` (gantry Desktop): one method per ready tool, so a missing handler does not compile. Planned tools answer `NOT_IMPLEMENTED` from [`dispatch`].
 pub trait DesktopHandlers: Send + Sync + 'static {}
 
+/// What schemars derives from a tool's argument type. A test holds it equal to the
+/// published `schemas/<tool>.input.json`, so the served schema and the decoder agree.
+pub fn derived_input_schema(name: &str) -> Option<schemars::Schema> {
+    let generator = || {
+        schemars::generate::SchemaSettings::draft2020_12()
+            .with(|s| s.inline_subschemas = true)
+            .into_generator()
+    };
+    match name {
+        "observe" => Some(generator().into_root_schema_for::<ObserveArgs>()),
+        "computer" => Some(generator().into_root_schema_for::<ComputerArgs>()),
+        _ => None,
+    }
+}
+
 /// Decodes and validates `arguments`, authorizes the call against the live snapshot in
 /// `cx`, and runs the handler: the only path from a tool name to a handler.
 #[allow(unused_variables)]

@@ -1,0 +1,214 @@
+//! End to end: the real `gantry` binary, a real MCP client (rmcp's), over stdio and HTTP.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::json;
+use support::{call, declared_fresh_linux_tools, is_error, text, Sandbox};
+
+#[tokio::test]
+async fn stdio_tools_list_is_what_the_surface_declares_for_this_platform() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(names, declared_fresh_linux_tools("core"));
+    for t in &tools {
+        let a = t.annotations.as_ref().unwrap_or_else(|| panic!("{} has no annotations", t.name));
+        assert!(a.read_only_hint.is_some() && a.destructive_hint.is_some(), "{}", t.name);
+        assert!(a.idempotent_hint.is_some() && a.open_world_hint.is_some(), "{}", t.name);
+        assert_eq!(t.input_schema.get("additionalProperties"), Some(&json!(false)), "{}", t.name);
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn stdio_read_returns_structured_content_and_the_same_as_text() {
+    let sb = Sandbox::new();
+    sb.write("notes/a.txt", "one\ntwo\n");
+    let client = sb.stdio(&[]).await;
+    let result = call(&client, "read", json!({ "paths": ["notes/a.txt", "notes"] })).await;
+    assert!(!is_error(&result), "{}", text(&result));
+    let structured = result.structured_content.clone().unwrap();
+    assert_eq!(structured["entries"][0]["text"], "one\ntwo\n");
+    assert_eq!(structured["entries"][0]["total_lines"], 2);
+    assert_eq!(structured["entries"][1]["kind"], "directory");
+    assert_eq!(structured["entries"][1]["entries"][0]["name"], "a.txt");
+    let from_text: serde_json::Value = serde_json::from_str(&text(&result)).unwrap();
+    assert_eq!(from_text, structured);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_arguments_are_refused_naming_the_field() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let cases = [
+        (json!({ "paths": "a.txt" }), "INVALID_INPUT: paths: invalid type: string \"a.txt\", expected a sequence"),
+        (json!({ "paths": ["a"], "colour": 1 }), "INVALID_INPUT: colour: unknown field `colour`, expected `paths` or `ranges`"),
+        (json!({}), "INVALID_INPUT: give at least one of `paths`, `ranges`"),
+        (json!({ "ranges": [{ "path": "a", "start_line": 0 }] }), "INVALID_INPUT: ranges[0].start_line: 0 is below the minimum 1"),
+    ];
+    for (args, expected) in cases {
+        let result = call(&client, "read", args.clone()).await;
+        assert!(is_error(&result), "{args}");
+        assert_eq!(text(&result), expected, "{args}");
+    }
+    let result = call(&client, "exec_command", json!({ "cmd": "echo hi", "cmds": ["echo"] })).await;
+    assert_eq!(text(&result), "INVALID_INPUT: give exactly one of `cmd`, `cmds`, not `cmd` and `cmds`");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn planned_tools_answer_not_implemented_after_authorization() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let result = call(&client, "exec_command", json!({ "cmd": "echo hi" })).await;
+    assert!(is_error(&result));
+    assert!(text(&result).starts_with("NOT_IMPLEMENTED: `exec_command` is declared"), "{}", text(&result));
+    client.cancel().await.unwrap();
+
+    // With exec off, the same call is refused by policy before it could reach a handler.
+    sb.config("[permissions]\nexec = false\n");
+    let client = sb.stdio(&[]).await;
+    let result = call(&client, "exec_command", json!({ "cmd": "echo hi" })).await;
+    assert_eq!(
+        text(&result),
+        "PERMISSION_DENIED: `exec_command` denied: the `exec` permission is off (policy `permission.exec` in policies/permissions.cedar)"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_permission_turned_off_hides_the_tool_and_denies_the_call() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "x");
+    sb.config("[permissions]\nread = false\n");
+    let client = sb.stdio(&[]).await;
+    let names: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    assert!(!names.contains(&"read".to_string()), "{names:?}");
+    // Hidden is not enough: a client that cached the schema still gets refused.
+    let result = call(&client, "read", json!({ "paths": ["a.txt"] })).await;
+    assert_eq!(
+        text(&result),
+        "PERMISSION_DENIED: `read` denied: the `read` permission is off (policy `permission.read` in policies/permissions.cedar)"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn read_only_mode_hides_and_refuses_what_mutates() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&["--read-only"]).await;
+    let names: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(names, ["read", "view_image", "find", "session"]);
+    let result = call(&client, "exec_command", json!({ "cmd": "echo hi" })).await;
+    assert_eq!(
+        text(&result),
+        "PERMISSION_DENIED: `exec_command` denied: read-only mode is on (policy `mode.read_only` in policies/modes.cedar)"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_denied_call_has_no_side_effect() {
+    // Opening a FIFO for reading is a side effect a writer can observe: its own open()
+    // completes. Policy forbids special files, so gantry must never open it.
+    let sb = Sandbox::new();
+    let fifo = sb.root().join("pipe");
+    let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(status.success());
+    let opened = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = opened.clone();
+    let writer_path = fifo.clone();
+    std::thread::spawn(move || {
+        // Blocks until someone opens the FIFO for reading.
+        if std::fs::OpenOptions::new().write(true).open(&writer_path).is_ok() {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let client = sb.stdio(&[]).await;
+    let result = call(&client, "read", json!({ "paths": ["pipe"] })).await;
+    let entry = &result.structured_content.clone().unwrap()["entries"][0];
+    assert_eq!(entry["error_code"], "PATH_NOT_ALLOWED", "{entry}");
+    assert!(entry["note"].as_str().unwrap().contains("policy `path.no_special_files`"), "{entry}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!opened.load(std::sync::atomic::Ordering::SeqCst), "gantry opened the FIFO");
+    client.cancel().await.unwrap();
+    // Release the writer thread: a non-blocking read open lets its open() complete.
+    use std::os::unix::fs::OpenOptionsExt as _;
+    const O_NONBLOCK: i32 = if cfg!(target_os = "linux") { 0o4000 } else { 0x0004 };
+    let _reader = std::fs::OpenOptions::new().read(true).custom_flags(O_NONBLOCK).open(&fifo);
+}
+
+#[tokio::test]
+async fn http_serves_core_statelessly_with_the_same_surface() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "over http\n");
+    let server = sb.http(&[]).await;
+    assert_eq!(server.urls.keys().collect::<Vec<_>>(), ["core"], "only core is served on Linux");
+    let client = server.client("core").await;
+    let names: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(names, declared_fresh_linux_tools("core"));
+    let result = call(&client, "read", json!({ "paths": ["a.txt"] })).await;
+    assert_eq!(result.structured_content.clone().unwrap()["entries"][0]["text"], "over http\n");
+    // A desktop tool is unknown on the core endpoint, whatever the client sends.
+    let result = call(&client, "observe", json!({})).await;
+    assert!(text(&result).starts_with("UNKNOWN_TOOL: this connector has no tool `observe`"), "{}", text(&result));
+    client.cancel().await.unwrap();
+
+    // Independent requests, no session: initialize returns no session id, and a tools/call
+    // works with nothing but the URL.
+    let http = reqwest::Client::new();
+    let post = |body: serde_json::Value| {
+        http.post(server.url("core"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_string())
+            .send()
+    };
+    let init = post(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}})).await.unwrap();
+    assert_eq!(init.status(), 200);
+    assert!(init.headers().get("mcp-session-id").is_none());
+    let called = post(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","arguments":{"paths":["a.txt"]}}})).await.unwrap();
+    let body: serde_json::Value = called.json().await.unwrap();
+    assert_eq!(body["result"]["structuredContent"]["entries"][0]["text"], "over http\n");
+}
+
+#[tokio::test]
+async fn http_exposes_nothing_but_connector_endpoints_and_healthz() {
+    let sb = Sandbox::new();
+    let server = sb.http(&[]).await;
+    let http = reqwest::Client::new();
+    let base = server.base();
+    let token = server.token("core");
+    let health = http.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    let wrong = format!("{}x", &token[..token.len() - 1]);
+    for path in ["/", "/mcp", &format!("/{wrong}/mcp"), &format!("/{token}"), &format!("/{token}/mcp/x"), "/core/mcp"] {
+        let response = http
+            .post(format!("{base}{path}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+        assert_eq!(response.text().await.unwrap(), "", "{path}: a 404 must not hint at what exists");
+    }
+    // Still healthy afterwards.
+    assert_eq!(http.get(format!("{base}/healthz")).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn logs_go_to_stderr_and_the_url_line_is_all_stdout_says() {
+    let sb = Sandbox::new();
+    let server = sb.http(&[]).await;
+    let url = server.url("core");
+    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
+    assert_eq!(server.token("core").len(), 43);
+}
