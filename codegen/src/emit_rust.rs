@@ -131,7 +131,8 @@ fn emit_struct(
         let base = match (&f.ty, &f.enum_values) {
             (FieldType::String, Some(values)) => {
                 let ename = enum_name(&owner, &f.name);
-                emit_enum(out, &ename, &format!("Values of `{}.{}`.", owner, f.name), values);
+                let listed = values.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
+                emit_enum(out, &ename, &format!("Values of `{}.{}`: {listed}.", owner, f.name), values);
                 quote!(#ename)
             }
             (FieldType::String, None) => quote!(String),
@@ -266,10 +267,11 @@ fn emit_struct(
 }
 
 fn emit_enum(out: &mut Emitted, name: &Ident, doc: &str, values: &[String]) {
+    // Variants carry no doc comment: schemars would turn documented variants into a `oneOf`
+    // of consts, which ChatGPT's schema subset does not take. The enum's doc lists them.
     let variants = values.iter().map(|v| {
         let id = pascal(v);
-        let d = format!("`{v}`");
-        quote!(#[doc = #d] #[serde(rename = #v)] #id,)
+        quote!(#[serde(rename = #v)] #id,)
     });
     let arms = values.iter().map(|v| {
         let id = pascal(v);
@@ -278,6 +280,7 @@ fn emit_enum(out: &mut Emitted, name: &Ident, doc: &str, values: &[String]) {
     out.items.push(quote! {
         #[doc = #doc]
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+        #[allow(missing_docs)]
         pub enum #name {
             #(#variants)*
         }

@@ -5,8 +5,13 @@ use std::path::Path;
 use crate::config::Settings;
 
 /// Runs every check and returns every problem found (empty when all is well), plus a short
-/// summary of what was checked.
-pub fn run(settings: Result<Settings, Vec<String>>, surface: Option<&Path>) -> (Vec<String>, Vec<String>) {
+/// summary of what was checked. `policies_flag` is used when the config itself is broken, so
+/// one problem never hides another.
+pub fn run(
+    settings: Result<Settings, Vec<String>>,
+    policies_flag: Option<&Path>,
+    surface: Option<&Path>,
+) -> (Vec<String>, Vec<String>) {
     let mut problems = Vec::new();
     let mut summary = Vec::new();
     if let Some(path) = surface {
@@ -32,7 +37,10 @@ pub fn run(settings: Result<Settings, Vec<String>>, surface: Option<&Path>) -> (
             None
         }
     };
-    let policies_dir = settings.as_ref().and_then(|s| s.policies_dir.clone());
+    let policies_dir = match &settings {
+        Some(s) => s.policies_dir.clone(),
+        None => policies_flag.map(Path::to_path_buf),
+    };
     match crate::policy_set::load(policies_dir.as_deref()) {
         Ok(engine) => summary.push(format!(
             "policies {}: {} valid",

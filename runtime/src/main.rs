@@ -59,7 +59,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => {
             let settings = Settings::resolve(&args.common).map_err(|e| e.iter().map(ToString::to_string).collect());
-            let (problems, summary) = runtime::check::run(settings, args.surface.as_deref());
+            let (problems, summary) = runtime::check::run(settings, args.common.policies.as_deref(), args.surface.as_deref());
             if problems.is_empty() {
                 for line in summary {
                     println!("ok: {line}");

@@ -215,7 +215,7 @@ pub struct ViewImageOutput {
     pub original_height: Option<i64>,
 }
 
-/// Values of `FindArgs.mode`.
+/// Values of `FindArgs.mode`: `text`, `regex`, `name`.
 #[derive(
     Debug,
     Clone,
@@ -227,14 +227,12 @@ pub struct ViewImageOutput {
     serde::Deserialize,
     schemars::JsonSchema
 )]
+#[allow(missing_docs)]
 pub enum FindArgsMode {
-    /// `text`
     #[serde(rename = "text")]
     Text,
-    /// `regex`
     #[serde(rename = "regex")]
     Regex,
-    /// `name`
     #[serde(rename = "name")]
     Name,
 }
@@ -577,7 +575,7 @@ pub struct WriteStdinOutput {
     pub output_file: Option<String>,
 }
 
-/// Values of `SessionArgs.action`.
+/// Values of `SessionArgs.action`: `search`, `read`.
 #[derive(
     Debug,
     Clone,
@@ -589,11 +587,10 @@ pub struct WriteStdinOutput {
     serde::Deserialize,
     schemars::JsonSchema
 )]
+#[allow(missing_docs)]
 pub enum SessionArgsAction {
-    /// `search`
     #[serde(rename = "search")]
     Search,
-    /// `read`
     #[serde(rename = "read")]
     Read,
 }
@@ -669,7 +666,7 @@ pub struct SessionOutput {
     pub next_cursor: Option<String>,
 }
 
-/// Values of `AgentsArgs.action`.
+/// Values of `AgentsArgs.action`: `spawn`, `message`, `status`, `finish`.
 #[derive(
     Debug,
     Clone,
@@ -681,17 +678,14 @@ pub struct SessionOutput {
     serde::Deserialize,
     schemars::JsonSchema
 )]
+#[allow(missing_docs)]
 pub enum AgentsArgsAction {
-    /// `spawn`
     #[serde(rename = "spawn")]
     Spawn,
-    /// `message`
     #[serde(rename = "message")]
     Message,
-    /// `status`
     #[serde(rename = "status")]
     Status,
-    /// `finish`
     #[serde(rename = "finish")]
     Finish,
 }

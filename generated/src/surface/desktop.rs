@@ -31,7 +31,7 @@ pub mod limits {
     }
 }
 
-/// Values of `ObserveArgs.what`.
+/// Values of `ObserveArgs.what`: `screenshot`, `windows`, `controls`.
 #[derive(
     Debug,
     Clone,
@@ -43,14 +43,12 @@ pub mod limits {
     serde::Deserialize,
     schemars::JsonSchema
 )]
+#[allow(missing_docs)]
 pub enum ObserveArgsWhat {
-    /// `screenshot`
     #[serde(rename = "screenshot")]
     Screenshot,
-    /// `windows`
     #[serde(rename = "windows")]
     Windows,
-    /// `controls`
     #[serde(rename = "controls")]
     Controls,
 }

@@ -42,7 +42,7 @@ impl tool_api::Validate for LineRange {
     }
 }
 
-/// Values of `ReadEntry.kind`.
+/// Values of `ReadEntry.kind`: `text`, `directory`, `image`, `binary`, `error`.
 #[derive(
     Debug,
     Clone,
@@ -54,20 +54,16 @@ impl tool_api::Validate for LineRange {
     serde::Deserialize,
     schemars::JsonSchema
 )]
+#[allow(missing_docs)]
 pub enum ReadEntryKind {
-    /// `text`
     #[serde(rename = "text")]
     Text,
-    /// `directory`
     #[serde(rename = "directory")]
     Directory,
-    /// `image`
     #[serde(rename = "image")]
     Image,
-    /// `binary`
     #[serde(rename = "binary")]
     Binary,
-    /// `error`
     #[serde(rename = "error")]
     Error,
 }
@@ -132,7 +128,7 @@ pub struct ReadEntry {
     pub note: Option<String>,
 }
 
-/// Values of `DirEntry.kind`.
+/// Values of `DirEntry.kind`: `file`, `dir`, `symlink`, `other`.
 #[derive(
     Debug,
     Clone,
@@ -144,17 +140,14 @@ pub struct ReadEntry {
     serde::Deserialize,
     schemars::JsonSchema
 )]
+#[allow(missing_docs)]
 pub enum DirEntryKind {
-    /// `file`
     #[serde(rename = "file")]
     File,
-    /// `dir`
     #[serde(rename = "dir")]
     Dir,
-    /// `symlink`
     #[serde(rename = "symlink")]
     Symlink,
-    /// `other`
     #[serde(rename = "other")]
     Other,
 }
@@ -221,7 +214,7 @@ pub struct FindMatch {
     pub after: Option<Vec<String>>,
 }
 
-/// Values of `PatchedFile.op`.
+/// Values of `PatchedFile.op`: `add`, `update`, `move`, `delete`.
 #[derive(
     Debug,
     Clone,
@@ -233,17 +226,14 @@ pub struct FindMatch {
     serde::Deserialize,
     schemars::JsonSchema
 )]
+#[allow(missing_docs)]
 pub enum PatchedFileOp {
-    /// `add`
     #[serde(rename = "add")]
     Add,
-    /// `update`
     #[serde(rename = "update")]
     Update,
-    /// `move`
     #[serde(rename = "move")]
     Move,
-    /// `delete`
     #[serde(rename = "delete")]
     Delete,
 }
@@ -302,7 +292,7 @@ pub struct BatchItem {
     pub exit_code: Option<i64>,
 }
 
-/// Values of `ComputerAction.action`.
+/// Values of `ComputerAction.action`: `click_ref`, `set_value`, `click`, `double_click`, `move`, `drag`, `scroll`, `type`, `keypress`, `focus`, `wait`, `read_clipboard`, `write_clipboard`.
 #[derive(
     Debug,
     Clone,
@@ -314,44 +304,32 @@ pub struct BatchItem {
     serde::Deserialize,
     schemars::JsonSchema
 )]
+#[allow(missing_docs)]
 pub enum ComputerActionAction {
-    /// `click_ref`
     #[serde(rename = "click_ref")]
     ClickRef,
-    /// `set_value`
     #[serde(rename = "set_value")]
     SetValue,
-    /// `click`
     #[serde(rename = "click")]
     Click,
-    /// `double_click`
     #[serde(rename = "double_click")]
     DoubleClick,
-    /// `move`
     #[serde(rename = "move")]
     Move,
-    /// `drag`
     #[serde(rename = "drag")]
     Drag,
-    /// `scroll`
     #[serde(rename = "scroll")]
     Scroll,
-    /// `type`
     #[serde(rename = "type")]
     Type,
-    /// `keypress`
     #[serde(rename = "keypress")]
     Keypress,
-    /// `focus`
     #[serde(rename = "focus")]
     Focus,
-    /// `wait`
     #[serde(rename = "wait")]
     Wait,
-    /// `read_clipboard`
     #[serde(rename = "read_clipboard")]
     ReadClipboard,
-    /// `write_clipboard`
     #[serde(rename = "write_clipboard")]
     WriteClipboard,
 }
