@@ -31,7 +31,9 @@ fn main() {
     let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "0" && v != "false");
     if in_ci {
         if let Ok(codegen::Staleness::Stale { .. }) = codegen::check(&here, &files) {
-            println!("cargo::warning=generated/ is stale; the generated_is_fresh test will fail (run `cargo codegen`)");
+            println!(
+                "cargo::warning=generated/ is stale; the generated_is_fresh test will fail (run `cargo codegen`)"
+            );
         }
         return;
     }

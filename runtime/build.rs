@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 fn main() {
-    let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default()).join("../policies");
+    let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default())
+        .join("../policies");
     println!("cargo::rerun-if-changed={}", dir.display());
     let mut names: Vec<String> = match std::fs::read_dir(&dir) {
         Ok(entries) => entries
@@ -19,11 +20,17 @@ fn main() {
         }
     };
     names.sort();
-    let mut out = String::from("/// The built-in policy files: (file name, contents).\npub static BUILTIN_POLICIES: &[(&str, &str)] = &[\n");
+    let mut out = String::from(
+        "/// The built-in policy files: (file name, contents).\npub static BUILTIN_POLICIES: &[(&str, &str)] = &[\n",
+    );
     for name in &names {
         let path = dir.join(name);
         println!("cargo::rerun-if-changed={}", path.display());
-        let _ = writeln!(out, "    ({name:?}, include_str!({:?})),", path.display().to_string());
+        let _ = writeln!(
+            out,
+            "    ({name:?}, include_str!({:?})),",
+            path.display().to_string()
+        );
     }
     out.push_str("];\n");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());

@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::json;
-use support::{call, declared_fresh_linux_tools, is_error, text, Sandbox};
+use support::{Sandbox, call, declared_fresh_linux_tools, is_error, text};
 
 #[tokio::test]
 async fn stdio_tools_list_is_what_the_surface_declares_for_this_platform() {
@@ -15,10 +15,26 @@ async fn stdio_tools_list_is_what_the_surface_declares_for_this_platform() {
     let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
     assert_eq!(names, declared_fresh_linux_tools("core"));
     for t in &tools {
-        let a = t.annotations.as_ref().unwrap_or_else(|| panic!("{} has no annotations", t.name));
-        assert!(a.read_only_hint.is_some() && a.destructive_hint.is_some(), "{}", t.name);
-        assert!(a.idempotent_hint.is_some() && a.open_world_hint.is_some(), "{}", t.name);
-        assert_eq!(t.input_schema.get("additionalProperties"), Some(&json!(false)), "{}", t.name);
+        let a = t
+            .annotations
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} has no annotations", t.name));
+        assert!(
+            a.read_only_hint.is_some() && a.destructive_hint.is_some(),
+            "{}",
+            t.name
+        );
+        assert!(
+            a.idempotent_hint.is_some() && a.open_world_hint.is_some(),
+            "{}",
+            t.name
+        );
+        assert_eq!(
+            t.input_schema.get("additionalProperties"),
+            Some(&json!(false)),
+            "{}",
+            t.name
+        );
     }
     client.cancel().await.unwrap();
 }
@@ -28,7 +44,12 @@ async fn stdio_read_returns_structured_content_and_the_same_as_text() {
     let sb = Sandbox::new();
     sb.write("notes/a.txt", "one\ntwo\n");
     let client = sb.stdio(&[]).await;
-    let result = call(&client, "read", json!({ "paths": ["notes/a.txt", "notes"] })).await;
+    let result = call(
+        &client,
+        "read",
+        json!({ "paths": ["notes/a.txt", "notes"] }),
+    )
+    .await;
     assert!(!is_error(&result), "{}", text(&result));
     let structured = result.structured_content.clone().unwrap();
     assert_eq!(structured["entries"][0]["text"], "one\ntwo\n");
@@ -45,18 +66,38 @@ async fn bad_arguments_are_refused_naming_the_field() {
     let sb = Sandbox::new();
     let client = sb.stdio(&[]).await;
     let cases = [
-        (json!({ "paths": "a.txt" }), "INVALID_INPUT: paths: invalid type: string \"a.txt\", expected a sequence"),
-        (json!({ "paths": ["a"], "colour": 1 }), "INVALID_INPUT: colour: unknown field `colour`, expected `paths` or `ranges`"),
-        (json!({}), "INVALID_INPUT: give at least one of `paths`, `ranges`"),
-        (json!({ "ranges": [{ "path": "a", "start_line": 0 }] }), "INVALID_INPUT: ranges[0].start_line: 0 is below the minimum 1"),
+        (
+            json!({ "paths": "a.txt" }),
+            "INVALID_INPUT: paths: invalid type: string \"a.txt\", expected a sequence",
+        ),
+        (
+            json!({ "paths": ["a"], "colour": 1 }),
+            "INVALID_INPUT: colour: unknown field `colour`, expected `paths` or `ranges`",
+        ),
+        (
+            json!({}),
+            "INVALID_INPUT: give at least one of `paths`, `ranges`",
+        ),
+        (
+            json!({ "ranges": [{ "path": "a", "start_line": 0 }] }),
+            "INVALID_INPUT: ranges[0].start_line: 0 is below the minimum 1",
+        ),
     ];
     for (args, expected) in cases {
         let result = call(&client, "read", args.clone()).await;
         assert!(is_error(&result), "{args}");
         assert_eq!(text(&result), expected, "{args}");
     }
-    let result = call(&client, "exec_command", json!({ "cmd": "echo hi", "cmds": ["echo"] })).await;
-    assert_eq!(text(&result), "INVALID_INPUT: give exactly one of `cmd`, `cmds`, not `cmd` and `cmds`");
+    let result = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "echo hi", "cmds": ["echo"] }),
+    )
+    .await;
+    assert_eq!(
+        text(&result),
+        "INVALID_INPUT: give exactly one of `cmd`, `cmds`, not `cmd` and `cmds`"
+    );
     client.cancel().await.unwrap();
 }
 
@@ -66,7 +107,11 @@ async fn planned_tools_answer_not_implemented_after_authorization() {
     let client = sb.stdio(&[]).await;
     let result = call(&client, "exec_command", json!({ "cmd": "echo hi" })).await;
     assert!(is_error(&result));
-    assert!(text(&result).starts_with("NOT_IMPLEMENTED: `exec_command` is declared"), "{}", text(&result));
+    assert!(
+        text(&result).starts_with("NOT_IMPLEMENTED: `exec_command` is declared"),
+        "{}",
+        text(&result)
+    );
     client.cancel().await.unwrap();
 
     // With exec off, the same call is refused by policy before it could reach a handler.
@@ -86,7 +131,13 @@ async fn a_permission_turned_off_hides_the_tool_and_denies_the_call() {
     sb.write("a.txt", "x");
     sb.config("[permissions]\nread = false\n");
     let client = sb.stdio(&[]).await;
-    let names: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
     assert!(!names.contains(&"read".to_string()), "{names:?}");
     // Hidden is not enough: a client that cached the schema still gets refused.
     let result = call(&client, "read", json!({ "paths": ["a.txt"] })).await;
@@ -101,7 +152,13 @@ async fn a_permission_turned_off_hides_the_tool_and_denies_the_call() {
 async fn read_only_mode_hides_and_refuses_what_mutates() {
     let sb = Sandbox::new();
     let client = sb.stdio(&["--read-only"]).await;
-    let names: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
     assert_eq!(names, ["read", "view_image", "find", "session"]);
     let result = call(&client, "exec_command", json!({ "cmd": "echo hi" })).await;
     assert_eq!(
@@ -118,14 +175,21 @@ async fn a_denied_call_has_no_side_effect() {
     // completes. Policy forbids special files, so gantry must never open it.
     let sb = Sandbox::new();
     let fifo = sb.root().join("pipe");
-    let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
     assert!(status.success());
     let opened = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = opened.clone();
     let writer_path = fifo.clone();
     std::thread::spawn(move || {
         // Blocks until someone opens the FIFO for reading.
-        if std::fs::OpenOptions::new().write(true).open(&writer_path).is_ok() {
+        if std::fs::OpenOptions::new()
+            .write(true)
+            .open(&writer_path)
+            .is_ok()
+        {
             flag.store(true, std::sync::atomic::Ordering::SeqCst);
         }
     });
@@ -133,14 +197,30 @@ async fn a_denied_call_has_no_side_effect() {
     let result = call(&client, "read", json!({ "paths": ["pipe"] })).await;
     let entry = &result.structured_content.clone().unwrap()["entries"][0];
     assert_eq!(entry["error_code"], "PATH_NOT_ALLOWED", "{entry}");
-    assert!(entry["note"].as_str().unwrap().contains("policy `path.no_special_files`"), "{entry}");
+    assert!(
+        entry["note"]
+            .as_str()
+            .unwrap()
+            .contains("policy `path.no_special_files`"),
+        "{entry}"
+    );
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert!(!opened.load(std::sync::atomic::Ordering::SeqCst), "gantry opened the FIFO");
+    assert!(
+        !opened.load(std::sync::atomic::Ordering::SeqCst),
+        "gantry opened the FIFO"
+    );
     client.cancel().await.unwrap();
     // Release the writer thread: a non-blocking read open lets its open() complete.
     use std::os::unix::fs::OpenOptionsExt as _;
-    const O_NONBLOCK: i32 = if cfg!(target_os = "linux") { 0o4000 } else { 0x0004 };
-    let _reader = std::fs::OpenOptions::new().read(true).custom_flags(O_NONBLOCK).open(&fifo);
+    const O_NONBLOCK: i32 = if cfg!(target_os = "linux") {
+        0o4000
+    } else {
+        0x0004
+    };
+    let _reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(&fifo);
 }
 
 #[tokio::test]
@@ -148,15 +228,32 @@ async fn http_serves_core_statelessly_with_the_same_surface() {
     let sb = Sandbox::new();
     sb.write("a.txt", "over http\n");
     let server = sb.http(&[]).await;
-    assert_eq!(server.urls.keys().collect::<Vec<_>>(), ["core"], "only core is served on Linux");
+    assert_eq!(
+        server.urls.keys().collect::<Vec<_>>(),
+        ["core"],
+        "only core is served on Linux"
+    );
     let client = server.client("core").await;
-    let names: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
     assert_eq!(names, declared_fresh_linux_tools("core"));
     let result = call(&client, "read", json!({ "paths": ["a.txt"] })).await;
-    assert_eq!(result.structured_content.clone().unwrap()["entries"][0]["text"], "over http\n");
+    assert_eq!(
+        result.structured_content.clone().unwrap()["entries"][0]["text"],
+        "over http\n"
+    );
     // A desktop tool is unknown on the core endpoint, whatever the client sends.
     let result = call(&client, "observe", json!({})).await;
-    assert!(text(&result).starts_with("UNKNOWN_TOOL: this connector has no tool `observe`"), "{}", text(&result));
+    assert!(
+        text(&result).starts_with("UNKNOWN_TOOL: this connector has no tool `observe`"),
+        "{}",
+        text(&result)
+    );
     client.cancel().await.unwrap();
 
     // Independent requests, no session: initialize returns no session id, and a tools/call
@@ -175,7 +272,10 @@ async fn http_serves_core_statelessly_with_the_same_surface() {
     assert!(init.headers().get("mcp-session-id").is_none());
     let called = post(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","arguments":{"paths":["a.txt"]}}})).await.unwrap();
     let body: serde_json::Value = called.json().await.unwrap();
-    assert_eq!(body["result"]["structuredContent"]["entries"][0]["text"], "over http\n");
+    assert_eq!(
+        body["result"]["structuredContent"]["entries"][0]["text"],
+        "over http\n"
+    );
 }
 
 #[tokio::test]
@@ -188,7 +288,14 @@ async fn http_exposes_nothing_but_connector_endpoints_and_healthz() {
     let health = http.get(format!("{base}/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200);
     let wrong = format!("{}x", &token[..token.len() - 1]);
-    for path in ["/", "/mcp", &format!("/{wrong}/mcp"), &format!("/{token}"), &format!("/{token}/mcp/x"), "/core/mcp"] {
+    for path in [
+        "/",
+        "/mcp",
+        &format!("/{wrong}/mcp"),
+        &format!("/{token}"),
+        &format!("/{token}/mcp/x"),
+        "/core/mcp",
+    ] {
         let response = http
             .post(format!("{base}{path}"))
             .header("content-type", "application/json")
@@ -198,10 +305,21 @@ async fn http_exposes_nothing_but_connector_endpoints_and_healthz() {
             .await
             .unwrap();
         assert_eq!(response.status(), 404, "{path}");
-        assert_eq!(response.text().await.unwrap(), "", "{path}: a 404 must not hint at what exists");
+        assert_eq!(
+            response.text().await.unwrap(),
+            "",
+            "{path}: a 404 must not hint at what exists"
+        );
     }
     // Still healthy afterwards.
-    assert_eq!(http.get(format!("{base}/healthz")).send().await.unwrap().status(), 200);
+    assert_eq!(
+        http.get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
 }
 
 #[tokio::test]
@@ -209,6 +327,9 @@ async fn logs_go_to_stderr_and_the_url_line_is_all_stdout_says() {
     let sb = Sandbox::new();
     let server = sb.http(&[]).await;
     let url = server.url("core");
-    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{url}"
+    );
     assert_eq!(server.token("core").len(), 43);
 }

@@ -8,7 +8,7 @@ mod support;
 use std::path::Path;
 
 use serde_json::json;
-use support::{call, gantry, Sandbox};
+use support::{Sandbox, call, gantry};
 
 fn policies_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies")
@@ -24,12 +24,17 @@ fn copy_policies(to: &Path) {
 
 #[test]
 fn the_shipped_policies_validate_strictly_and_every_one_has_a_unique_id() {
-    let engine = runtime::policy_set::load(Some(&policies_dir())).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    let engine = runtime::policy_set::load(Some(&policies_dir()))
+        .unwrap_or_else(|e| panic!("{}", e.join("\n")));
     let ids = engine.policy_ids();
     assert!(ids.contains(&"connector.core".to_string()), "{ids:?}");
     // Every permission of the surface has its gate.
     for p in generated::PERMISSIONS {
-        assert!(ids.contains(&format!("permission.{}", p.name)), "no policy gates permission `{}`", p.name);
+        assert!(
+            ids.contains(&format!("permission.{}", p.name)),
+            "no policy gates permission `{}`",
+            p.name
+        );
     }
 }
 
@@ -44,7 +49,10 @@ async fn editing_a_policy_in_a_temp_copy_changes_the_decision() {
 
     let client = sb.stdio(&["--policies", &dir_arg]).await;
     let before = call(&client, "read", json!({ "paths": ["secret/key.txt"] })).await;
-    assert_eq!(before.structured_content.clone().unwrap()["entries"][0]["text"], "k");
+    assert_eq!(
+        before.structured_content.clone().unwrap()["entries"][0]["text"],
+        "k"
+    );
     client.cancel().await.unwrap();
 
     let secret = sb.root().join("secret").canonicalize().unwrap();
@@ -57,12 +65,18 @@ async fn editing_a_policy_in_a_temp_copy_changes_the_decision() {
     )
     .unwrap();
     let client = sb.stdio(&["--policies", &dir_arg]).await;
-    let after = call(&client, "read", json!({ "paths": ["secret/key.txt", "open.txt"] })).await;
+    let after = call(
+        &client,
+        "read",
+        json!({ "paths": ["secret/key.txt", "open.txt"] }),
+    )
+    .await;
     let entries = after.structured_content.clone().unwrap()["entries"].clone();
     assert_eq!(entries[0]["error_code"], "PATH_NOT_ALLOWED");
     assert_eq!(
         entries[0]["note"],
-        "secret/key.txt: `read` denied: secrets are off limits (policy `local.no_secrets` in ".to_string()
+        "secret/key.txt: `read` denied: secrets are off limits (policy `local.no_secrets` in "
+            .to_string()
             + &dir.join("local.cedar").display().to_string()
             + ") (1 approved root(s))"
     );
@@ -89,9 +103,16 @@ fn an_invalid_policy_stops_the_server_naming_policy_file_and_line() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    assert!(output.stdout.is_empty(), "nothing on stdout: {:?}", String::from_utf8_lossy(&output.stdout));
+    assert!(
+        output.stdout.is_empty(),
+        "nothing on stdout: {:?}",
+        String::from_utf8_lossy(&output.stdout)
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let expected = format!("gantry: {}:4:10: policy `broken.typo`: ", dir.join("zz-broken.cedar").display());
+    let expected = format!(
+        "gantry: {}:4:10: policy `broken.typo`: ",
+        dir.join("zz-broken.cedar").display()
+    );
     assert!(stderr.starts_with(&expected), "{stderr}");
     assert!(stderr.contains("raed"), "{stderr}");
 }
@@ -101,7 +122,11 @@ fn check_reports_every_problem_at_once() {
     let sb = Sandbox::new();
     let dir = sb.path("policies");
     copy_policies(&dir);
-    std::fs::write(dir.join("zz-noid.cedar"), "permit (principal, action, resource);\n").unwrap();
+    std::fs::write(
+        dir.join("zz-noid.cedar"),
+        "permit (principal, action, resource);\n",
+    )
+    .unwrap();
     sb.config("[permissions]\nexecute = true\n");
     let output = std::process::Command::new(gantry())
         .arg("check")
@@ -111,9 +136,15 @@ fn check_reports_every_problem_at_once() {
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("config.toml:2:1: unknown permission `execute`"), "{stderr}");
+    assert!(
+        stderr.contains("config.toml:2:1: unknown permission `execute`"),
+        "{stderr}"
+    );
     // The config error does not hide the policy error.
-    assert!(stderr.contains("zz-noid.cedar:1:1: policy `policy0`: every policy needs an @id"), "{stderr}");
+    assert!(
+        stderr.contains("zz-noid.cedar:1:1: policy `policy0`: every policy needs an @id"),
+        "{stderr}"
+    );
     assert!(stderr.contains("gantry check: 2 problem(s)"), "{stderr}");
 
     // A clean setup passes and says what it checked.
@@ -121,10 +152,20 @@ fn check_reports_every_problem_at_once() {
     let output = std::process::Command::new(gantry())
         .arg("check")
         .args(sb.args())
-        .args(["--surface", &Path::new(env!("CARGO_MANIFEST_DIR")).join("../surface.toml").display().to_string()])
+        .args([
+            "--surface",
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../surface.toml")
+                .display()
+                .to_string(),
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(stdout.contains("ok: policies (built in): "), "{stdout}");
 }

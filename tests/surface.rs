@@ -13,11 +13,20 @@ use tool_api::Platform;
 fn listing(connector: &str, state: &PermissionState) -> ListToolsResult {
     let served = runtime::app::served_tools().unwrap();
     let published: Vec<&str> = state.published(connector).map(|t| t.name).collect();
-    ListToolsResult::with_all_items(served.into_iter().filter(|t| published.contains(&t.spec.name)).map(|t| t.tool).collect())
+    ListToolsResult::with_all_items(
+        served
+            .into_iter()
+            .filter(|t| published.contains(&t.spec.name))
+            .map(|t| t.tool)
+            .collect(),
+    )
 }
 
 fn all_on() -> BTreeMap<&'static str, bool> {
-    generated::PERMISSIONS.iter().map(|p| (p.name, true)).collect()
+    generated::PERMISSIONS
+        .iter()
+        .map(|p| (p.name, true))
+        .collect()
 }
 
 #[test]
@@ -46,7 +55,13 @@ fn every_connector_stays_within_its_discovery_budget() {
         let mut perms: Vec<&str> = generated::TOOLS
             .iter()
             .filter(|t| t.connector == c.name)
-            .flat_map(|t| t.requires.iter().chain(t.unpublished_when).copied().chain(t.operations.iter().map(|o| o.requires)))
+            .flat_map(|t| {
+                t.requires
+                    .iter()
+                    .chain(t.unpublished_when)
+                    .copied()
+                    .chain(t.operations.iter().map(|o| o.requires))
+            })
             .collect();
         perms.sort_unstable();
         perms.dedup();
@@ -60,7 +75,10 @@ fn every_connector_stays_within_its_discovery_budget() {
             let list = listing(c.name, &state);
             let bytes = serde_json::to_vec(&list).unwrap().len();
             if bytes > worst.0 {
-                worst = (bytes, list.tools.iter().map(|t| t.name.to_string()).collect());
+                worst = (
+                    bytes,
+                    list.tools.iter().map(|t| t.name.to_string()).collect(),
+                );
             }
         }
         assert!(
@@ -71,7 +89,10 @@ fn every_connector_stays_within_its_discovery_budget() {
             worst.1,
             c.discovery_budget
         );
-        eprintln!("{}: worst tools/list {} of {} bytes", c.name, worst.0, c.discovery_budget);
+        eprintln!(
+            "{}: worst tools/list {} of {} bytes",
+            c.name, worst.0, c.discovery_budget
+        );
     }
 }
 
@@ -82,7 +103,10 @@ fn normalize(v: &mut Value) {
         Value::Object(map) => {
             // `Option<Enum>` derives as `anyOf: [enum, null]`; the field's own keys win.
             if let Some(Value::Array(alternatives)) = map.get("anyOf").cloned() {
-                let non_null: Vec<&Value> = alternatives.iter().filter(|a| a.get("type") != Some(&Value::from("null"))).collect();
+                let non_null: Vec<&Value> = alternatives
+                    .iter()
+                    .filter(|a| a.get("type") != Some(&Value::from("null")))
+                    .collect();
                 if let [Value::Object(inner)] = non_null.as_slice() {
                     map.remove("anyOf");
                     for (k, value) in inner {
@@ -134,16 +158,28 @@ fn served_input_schemas_equal_what_the_argument_types_derive() {
 fn names_and_shapes_follow_chatgpt_rules() {
     for t in runtime::app::served_tools().unwrap() {
         let name = t.tool.name.to_string();
-        assert!(name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'), "{name}");
+        assert!(
+            name.len() <= 64
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+            "{name}"
+        );
         let schema = Value::Object((*t.tool.input_schema).clone());
         assert_eq!(schema["type"], "object", "{name}");
         for kw in ["anyOf", "oneOf", "allOf", "$ref", "prefixItems"] {
-            assert!(!schema.to_string().contains(&format!("\"{kw}\"")), "{name} uses {kw}");
+            assert!(
+                !schema.to_string().contains(&format!("\"{kw}\"")),
+                "{name} uses {kw}"
+            );
         }
         fn arrays_have_items(v: &Value, at: &str) {
             if let Value::Object(m) = v {
                 if m.get("type") == Some(&Value::from("array")) {
-                    assert!(m.get("items").is_some_and(Value::is_object), "{at}: array without items");
+                    assert!(
+                        m.get("items").is_some_and(Value::is_object),
+                        "{at}: array without items"
+                    );
                 }
                 for (k, child) in m {
                     arrays_have_items(child, &format!("{at}.{k}"));

@@ -5,8 +5,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use cedar_policy::{
-    Authorizer, Context, Entities, Entity, EntityId, EntityTypeName, EntityUid, PolicyId, PolicySet,
-    Request, RestrictedExpression, Schema, ValidationMode, Validator,
+    ActionConstraint, Authorizer, Context, Entities, Entity, EntityId, EntityTypeName, EntityUid,
+    PolicyId, PolicySet, Request, RestrictedExpression, Schema, ValidationMode, Validator,
 };
 
 use crate::resource::{ActionId, AttrValue, Resource};
@@ -78,6 +78,10 @@ struct PolicyMeta {
     code: &'static str,
 }
 
+/// A snapshot as a validated Cedar context, ready to be shared by many calls.
+#[derive(Debug, Clone)]
+pub struct Facts(pub(crate) Context);
+
 /// The outcome of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
@@ -96,26 +100,29 @@ pub struct Denial {
     /// `PERMISSION_DENIED`, or the `@code` of the deciding policy (e.g. `PATH_NOT_ALLOWED`).
     pub code: &'static str,
     /// The action that was refused.
-    pub action: String,
+    pub action: &'static str,
     /// The resource type it was refused on.
     pub resource_type: &'static str,
     /// The deciding policy, if one decided (a default deny has none).
-    pub policy: Option<String>,
-    /// The file that policy lives in.
-    pub policy_file: Option<String>,
+    pub policy: Option<PolicyRef>,
     /// Why, in the policy author's words (`@reason`) or the engine's.
     pub reason: String,
+}
+
+/// The policy that decided a denial, and where it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyRef {
+    /// Its `@id`.
+    pub id: String,
+    /// Its file.
+    pub file: String,
 }
 
 impl std::fmt::Display for Denial {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "`{}` denied: {}", self.action, self.reason)?;
         if let Some(p) = &self.policy {
-            write!(f, " (policy `{p}`")?;
-            if let Some(file) = &self.policy_file {
-                write!(f, " in {file}")?;
-            }
-            write!(f, ")")?;
+            write!(f, " (policy `{}` in {})", p.id, p.file)?;
         }
         Ok(())
     }
@@ -126,15 +133,28 @@ pub struct Engine {
     schema: Schema,
     policies: PolicySet,
     meta: HashMap<String, PolicyMeta>,
-    /// The schema's action entities (groups included): without them `action in` is false.
-    actions: Entities,
-    action_uids: HashMap<String, EntityUid>,
+    /// Each action's entity with its ancestors already closed over (from the schema), so a
+    /// request's entity store is just that action plus the resource: `action in
+    /// Action::"group"` needs no other entity and no transitive-closure pass per request.
+    actions: HashMap<String, (EntityUid, Entity)>,
+    /// For each action, the policies whose action scope can match it. Cedar evaluates every
+    /// policy it is given; a policy scoped to other actions can never apply, so leaving it
+    /// out changes no decision and makes one several times faster.
+    by_action: HashMap<String, PolicySet>,
+    /// For each action, the resource types it applies to. Checked on every request instead of
+    /// letting Cedar re-validate the whole request against the schema each time.
+    resources_for: HashMap<String, HashSet<String>>,
+    /// An action whose context type is the shared `Snapshot`, to validate a call's context
+    /// once when its gate is built.
+    context_action: Option<EntityUid>,
     entity_types: HashMap<String, EntityTypeName>,
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("policies", &self.meta.len()).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("policies", &self.meta.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -143,21 +163,32 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = text.get(..offset).unwrap_or("");
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let column = text.get(line_start..offset).map_or(1, |s| s.chars().count() + 1);
+    let column = text
+        .get(line_start..offset)
+        .map_or(1, |s| s.chars().count() + 1);
     (line, column)
 }
 
 fn first_label_offset(diag: &dyn miette::Diagnostic) -> Option<usize> {
-    diag.labels().and_then(|mut labels| labels.next()).map(|l| l.offset())
+    diag.labels()
+        .and_then(|mut labels| labels.next())
+        .map(|l| l.offset())
 }
 
 impl Engine {
     /// Loads the schema and every policy file, validating strictly. Returns every problem at
     /// once; a policy set with any problem is never used.
     pub fn load(schema_text: &str, files: &[PolicyFile]) -> Result<Engine, Vec<LoadError>> {
-        let (schema, warnings) = Schema::from_cedarschema_str(schema_text)
-            .map_err(|e| vec![LoadError::Schema { reason: e.to_string() }])?;
-        let warnings: Vec<LoadError> = warnings.map(|w| LoadError::Schema { reason: w.to_string() }).collect();
+        let (schema, warnings) = Schema::from_cedarschema_str(schema_text).map_err(|e| {
+            vec![LoadError::Schema {
+                reason: e.to_string(),
+            }]
+        })?;
+        let warnings: Vec<LoadError> = warnings
+            .map(|w| LoadError::Schema {
+                reason: w.to_string(),
+            })
+            .collect();
         if !warnings.is_empty() {
             return Err(warnings);
         }
@@ -172,8 +203,14 @@ impl Engine {
             let set = match PolicySet::from_str(&file.text) {
                 Ok(set) => set,
                 Err(e) => {
-                    let (line, column) = first_label_offset(&e).map_or((1, 1), |o| line_column(&text, o));
-                    errors.push(LoadError::Parse { file: file.name.clone(), line, column, reason: e.to_string() });
+                    let (line, column) =
+                        first_label_offset(&e).map_or((1, 1), |o| line_column(&text, o));
+                    errors.push(LoadError::Parse {
+                        file: file.name.clone(),
+                        line,
+                        column,
+                        reason: e.to_string(),
+                    });
                     continue;
                 }
             };
@@ -188,7 +225,10 @@ impl Engine {
             let mut search_from = 0;
             for policy in set.policies() {
                 let source = policy.to_string();
-                let start = text.get(search_from..).and_then(|t| t.find(source.trim())).map_or(search_from, |i| i + search_from);
+                let start = text
+                    .get(search_from..)
+                    .and_then(|t| t.find(source.trim()))
+                    .map_or(search_from, |i| i + search_from);
                 search_from = start + source.trim().len();
                 let (line, column) = line_column(&text, start);
                 let Some(id) = policy.annotation("id").map(str::to_string) else {
@@ -221,7 +261,10 @@ impl Engine {
                                 file: file.name.clone(),
                                 line,
                                 column,
-                                reason: format!("unknown @code `{c}` (use one of {})", DENIAL_CODES.join(", ")),
+                                reason: format!(
+                                    "unknown @code `{c}` (use one of {})",
+                                    DENIAL_CODES.join(", ")
+                                ),
                             });
                             continue;
                         }
@@ -229,12 +272,22 @@ impl Engine {
                 };
                 let renamed = policy.new_id(PolicyId::new(&id));
                 if let Err(e) = policies.add(renamed) {
-                    errors.push(LoadError::Policy { policy: id.clone(), file: file.name.clone(), line, column, reason: e.to_string() });
+                    errors.push(LoadError::Policy {
+                        policy: id.clone(),
+                        file: file.name.clone(),
+                        line,
+                        column,
+                        reason: e.to_string(),
+                    });
                     continue;
                 }
                 meta.insert(
                     id.clone(),
-                    PolicyMeta { file: file.name.clone(), reason: policy.annotation("reason").map(str::to_string), code },
+                    PolicyMeta {
+                        file: file.name.clone(),
+                        reason: policy.annotation("reason").map(str::to_string),
+                        code,
+                    },
                 );
                 places.insert(id, (file.name.clone(), text.clone(), start));
             }
@@ -255,7 +308,13 @@ impl Engine {
         for e in validation.validation_errors() {
             let (file, line, column) = place(e.policy_id(), first_label_offset(e));
             if seen.insert((e.policy_id().to_string(), line, column)) {
-                errors.push(LoadError::Policy { policy: e.policy_id().to_string(), file, line, column, reason: e.to_string() });
+                errors.push(LoadError::Policy {
+                    policy: e.policy_id().to_string(),
+                    file,
+                    line,
+                    column,
+                    reason: e.to_string(),
+                });
             }
         }
         for w in validation.validation_warnings() {
@@ -272,17 +331,72 @@ impl Engine {
             return Err(errors);
         }
 
-        let actions = schema.action_entities().map_err(|e| vec![LoadError::Schema { reason: e.to_string() }])?;
-        let action_uids = schema
-            .actions()
-            .map(|uid| (uid.id().unescaped().to_string(), uid.clone()))
+        let action_entities = schema.action_entities().map_err(|e| {
+            vec![LoadError::Schema {
+                reason: e.to_string(),
+            }]
+        })?;
+        let actions: HashMap<String, (EntityUid, Entity)> = action_entities
+            .iter()
+            .map(|e| (e.uid().id().unescaped().to_string(), (e.uid(), e.clone())))
             .collect();
-        let mut entity_types: HashMap<String, EntityTypeName> =
-            schema.entity_types().map(|t| (t.to_string(), t.clone())).collect();
+        let mut by_action = HashMap::new();
+        for (name, (uid, _)) in &actions {
+            let ancestors: HashSet<EntityUid> = action_entities
+                .ancestors(uid)
+                .map(|a| a.cloned().collect())
+                .unwrap_or_default();
+            let mut subset = PolicySet::new();
+            for policy in policies.policies() {
+                let applies = match policy.action_constraint() {
+                    ActionConstraint::Any => true,
+                    ActionConstraint::Eq(a) => &a == uid,
+                    ActionConstraint::In(list) => {
+                        list.iter().any(|a| a == uid || ancestors.contains(a))
+                    }
+                };
+                if applies {
+                    subset.add(policy.clone()).map_err(|e| {
+                        vec![LoadError::Schema {
+                            reason: e.to_string(),
+                        }]
+                    })?;
+                }
+            }
+            by_action.insert(name.clone(), subset);
+        }
+        let mut entity_types: HashMap<String, EntityTypeName> = schema
+            .entity_types()
+            .map(|t| (t.to_string(), t.clone()))
+            .collect();
         if let Ok(action) = EntityTypeName::from_str("Action") {
             entity_types.insert("Action".into(), action);
         }
-        Ok(Engine { schema, policies, meta, actions, action_uids, entity_types })
+        let resources_for: HashMap<String, HashSet<String>> = actions
+            .iter()
+            .filter_map(|(name, (uid, _))| {
+                let types = schema
+                    .resources_for_action(uid)?
+                    .map(ToString::to_string)
+                    .collect::<HashSet<_>>();
+                Some((name.clone(), types))
+            })
+            .collect();
+        let context_action = actions
+            .iter()
+            .filter(|(name, _)| resources_for.get(*name).is_some_and(|r| !r.is_empty()))
+            .map(|(_, (uid, _))| uid.clone())
+            .min_by_key(ToString::to_string);
+        Ok(Engine {
+            schema,
+            policies,
+            meta,
+            actions,
+            by_action,
+            resources_for,
+            context_action,
+            entity_types,
+        })
     }
 
     /// The ids of the loaded policies, sorted.
@@ -294,34 +408,67 @@ impl Engine {
 
     pub(crate) fn connector_uid(&self, connector: &str) -> Result<EntityUid, Denial> {
         let Some(ty) = self.entity_types.get("Connector") else {
-            return Err(self.engine_denial("principal", "Connector", "the schema declares no Connector type"));
+            return Err(self.engine_denial(
+                "principal",
+                "Connector",
+                "the schema declares no Connector type",
+            ));
         };
-        Ok(EntityUid::from_type_name_and_id(ty.clone(), EntityId::new(connector)))
+        Ok(EntityUid::from_type_name_and_id(
+            ty.clone(),
+            EntityId::new(connector),
+        ))
     }
 
-    pub(crate) fn context(&self, snapshot: &Snapshot) -> Result<Context, Denial> {
+    /// Turns a snapshot into the Cedar context every request of a call carries, validated
+    /// against the schema. Build it once per snapshot and share it between calls.
+    pub fn facts(&self, snapshot: &Snapshot) -> Result<Facts, Denial> {
+        self.context(snapshot).map(Facts)
+    }
+
+    fn context(&self, snapshot: &Snapshot) -> Result<Context, Denial> {
         let permissions = RestrictedExpression::new_record(
-            snapshot.permissions.iter().map(|(name, on)| ((*name).to_string(), RestrictedExpression::new_bool(*on))),
+            snapshot
+                .permissions
+                .iter()
+                .map(|(name, on)| ((*name).to_string(), RestrictedExpression::new_bool(*on))),
         );
         let permissions = match permissions {
             Ok(p) => p,
             Err(e) => return Err(self.engine_denial("context", "Host", &e.to_string())),
         };
-        Context::from_pairs([
-            ("platform".to_string(), RestrictedExpression::new_string(snapshot.platform.to_string())),
-            ("read_only".to_string(), RestrictedExpression::new_bool(snapshot.read_only)),
+        let context = Context::from_pairs([
+            (
+                "platform".to_string(),
+                RestrictedExpression::new_string(snapshot.platform.to_string()),
+            ),
+            (
+                "read_only".to_string(),
+                RestrictedExpression::new_bool(snapshot.read_only),
+            ),
             ("permissions".to_string(), permissions),
         ])
-        .map_err(|e| self.engine_denial("context", "Host", &e.to_string()))
+        .map_err(|e| self.engine_denial("context", "Host", &e.to_string()))?;
+        // Every action shares the `Snapshot` context type: validating once per call is enough.
+        if let Some(action) = &self.context_action {
+            context
+                .validate(&self.schema, action)
+                .map_err(|e| self.engine_denial("context", "Host", &e.to_string()))?;
+        }
+        Ok(context)
     }
 
-    fn engine_denial(&self, action: &str, resource_type: &'static str, reason: &str) -> Denial {
+    fn engine_denial(
+        &self,
+        action: &'static str,
+        resource_type: &'static str,
+        reason: &str,
+    ) -> Denial {
         Denial {
             code: "PERMISSION_DENIED",
-            action: action.to_string(),
+            action,
             resource_type,
             policy: None,
-            policy_file: None,
             reason: format!("the request could not be built ({reason}); denied"),
         }
     }
@@ -337,7 +484,11 @@ impl Engine {
     ) -> Decision {
         match self.try_decide(principal, action, resource, context) {
             Ok(d) => d,
-            Err(e) => Decision { allowed: false, policies: Vec::new(), errors: vec![e] },
+            Err(e) => Decision {
+                allowed: false,
+                policies: Vec::new(),
+                errors: vec![e],
+            },
         }
     }
 
@@ -348,14 +499,29 @@ impl Engine {
         resource: &R,
         context: &Context,
     ) -> Result<Decision, String> {
-        let action_uid = self
-            .action_uids
+        let (action_uid, action_entity) = self
+            .actions
             .get(action.as_str())
             .ok_or_else(|| format!("action `{action}` is not in the schema"))?;
         let ty = self
             .entity_types
             .get(resource.entity_type())
-            .ok_or_else(|| format!("resource type `{}` is not in the schema", resource.entity_type()))?;
+            .ok_or_else(|| {
+                format!(
+                    "resource type `{}` is not in the schema",
+                    resource.entity_type()
+                )
+            })?;
+        if !self
+            .resources_for
+            .get(action.as_str())
+            .is_some_and(|r| r.contains(resource.entity_type()))
+        {
+            return Err(format!(
+                "action `{action}` does not apply to a {}",
+                resource.entity_type()
+            ));
+        }
         let uid = EntityUid::from_type_name_and_id(ty.clone(), EntityId::new(resource.id()));
         let attrs: HashMap<String, RestrictedExpression> = resource
             .attributes()
@@ -370,31 +536,63 @@ impl Engine {
             })
             .collect();
         let entity = Entity::new(uid.clone(), attrs, HashSet::new()).map_err(|e| e.to_string())?;
-        let entities = self
-            .actions
-            .clone()
-            .add_entities([entity], Some(&self.schema))
+        let entities = Entities::from_entities([action_entity.clone(), entity], None)
             .map_err(|e| e.to_string())?;
-        let request = Request::new(principal.clone(), action_uid.clone(), uid, context.clone(), Some(&self.schema))
-            .map_err(|e| e.to_string())?;
-        let response = Authorizer::new().is_authorized(&request, &self.policies, &entities);
-        let errors: Vec<String> = response.diagnostics().errors().map(ToString::to_string).collect();
-        let mut policies: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
+        let request = Request::new(
+            principal.clone(),
+            action_uid.clone(),
+            uid,
+            context.clone(),
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+        let policies = self
+            .by_action
+            .get(action.as_str())
+            .unwrap_or(&self.policies);
+        #[cfg(test)]
+        let policies = if FULL_SET.with(std::cell::Cell::get) {
+            &self.policies
+        } else {
+            policies
+        };
+        let response = Authorizer::new().is_authorized(&request, policies, &entities);
+        let errors: Vec<String> = response
+            .diagnostics()
+            .errors()
+            .map(ToString::to_string)
+            .collect();
+        let mut policies: Vec<String> = response
+            .diagnostics()
+            .reason()
+            .map(ToString::to_string)
+            .collect();
         policies.sort();
         let allowed = response.decision() == cedar_policy::Decision::Allow && errors.is_empty();
-        Ok(Decision { allowed, policies, errors })
+        Ok(Decision {
+            allowed,
+            policies,
+            errors,
+        })
     }
 
-    pub(crate) fn denial<R: Resource + ?Sized>(&self, action: ActionId, resource: &R, decision: Decision) -> Denial {
+    pub(crate) fn denial<R: Resource + ?Sized>(
+        &self,
+        action: ActionId,
+        resource: &R,
+        decision: Decision,
+    ) -> Denial {
         let resource_type = resource.entity_type();
         if let Some(error) = decision.errors.first() {
             return Denial {
                 code: "PERMISSION_DENIED",
-                action: action.to_string(),
+                action: action.as_str(),
                 resource_type,
                 policy: None,
-                policy_file: None,
-                reason: format!("the policies could not be evaluated, so the call is refused ({})", bounded(error)),
+                reason: format!(
+                    "the policies could not be evaluated, so the call is refused ({})",
+                    bounded(error)
+                ),
             };
         }
         // Forbids decide a deny; pick the first with an author's reason.
@@ -406,22 +604,33 @@ impl Engine {
         match deciding.and_then(|id| self.meta.get(id).map(|m| (id, m))) {
             Some((id, meta)) => Denial {
                 code: meta.code,
-                action: action.to_string(),
+                action: action.as_str(),
                 resource_type,
-                policy: Some(id.clone()),
-                policy_file: Some(meta.file.clone()),
-                reason: meta.reason.clone().unwrap_or_else(|| "forbidden by policy".into()),
+                policy: Some(PolicyRef {
+                    id: id.clone(),
+                    file: meta.file.clone(),
+                }),
+                reason: meta
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| "forbidden by policy".into()),
             },
             None => Denial {
                 code: "PERMISSION_DENIED",
-                action: action.to_string(),
+                action: action.as_str(),
                 resource_type,
                 policy: None,
-                policy_file: None,
                 reason: "no policy permits it".into(),
             },
         }
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Lets tests evaluate against the whole policy set, to prove the per-action subsets
+    /// decide the same.
+    pub(crate) static FULL_SET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Cedar's error texts can quote values; keep what reaches a caller short.

@@ -56,21 +56,35 @@ impl Resource for TestPath {
         &self.id
     }
     fn attributes(&self) -> Vec<(&'static str, AttrValue<'_>)> {
-        vec![("inside_root", AttrValue::Bool(self.inside)), ("kind", AttrValue::String("file"))]
+        vec![
+            ("inside_root", AttrValue::Bool(self.inside)),
+            ("kind", AttrValue::String("file")),
+        ]
     }
 }
 
 fn engine(policies: &str) -> Result<Engine, Vec<LoadError>> {
-    Engine::load(SCHEMA, &[PolicyFile { name: "p.cedar".into(), text: policies.into() }])
+    Engine::load(
+        SCHEMA,
+        &[PolicyFile {
+            name: "p.cedar".into(),
+            text: policies.into(),
+        }],
+    )
 }
 
 fn snapshot(read: bool, write: bool, read_only: bool) -> Snapshot {
-    Snapshot { platform: "linux", read_only, permissions: vec![("read", read), ("write", write)] }
+    Snapshot {
+        platform: "linux",
+        read_only,
+        permissions: vec![("read", read), ("write", write)],
+    }
 }
 
 fn gate(read: bool, write: bool, read_only: bool) -> Gate {
     let engine = Arc::new(engine(POLICIES).unwrap_or_else(|e| panic!("{e:?}")));
-    Gate::new(engine, "core", &snapshot(read, write, read_only)).unwrap_or_else(|e| panic!("{e}"))
+    Gate::for_snapshot(engine, "core", &snapshot(read, write, read_only))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 const READ: ActionId = ActionId::new("read");
@@ -79,7 +93,9 @@ const WRITE: ActionId = ActionId::new("write");
 #[test]
 fn permits_when_everything_is_on() {
     let g = gate(true, true, false);
-    let ok = g.authorize(READ, &Host, 7).unwrap_or_else(|e| panic!("{e}"));
+    let ok = g
+        .authorize(READ, &Host, 7)
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(*ok, 7);
     assert_eq!(ok.policies(), ["connector.core"]);
 }
@@ -87,27 +103,51 @@ fn permits_when_everything_is_on() {
 #[test]
 fn a_permission_that_is_off_denies_naming_policy_and_reason() {
     let g = gate(false, true, false);
-    let denial = g.authorize(READ, &Host, ()).err().unwrap_or_else(|| panic!("allowed"));
+    let denial = g
+        .authorize(READ, &Host, ())
+        .err()
+        .unwrap_or_else(|| panic!("allowed"));
     assert_eq!(denial.code, "PERMISSION_DENIED");
-    assert_eq!(denial.policy.as_deref(), Some("permission.read"));
-    assert_eq!(denial.to_string(), "`read` denied: the `read` permission is off (policy `permission.read` in p.cedar)");
+    assert_eq!(
+        denial.policy.as_ref().map(|p| p.id.as_str()),
+        Some("permission.read")
+    );
+    assert_eq!(
+        denial.to_string(),
+        "`read` denied: the `read` permission is off (policy `permission.read` in p.cedar)"
+    );
 }
 
 #[test]
 fn read_only_mode_denies_through_group_membership() {
     let g = gate(true, true, true);
     assert!(g.authorize(READ, &Host, ()).is_ok());
-    let denial = g.authorize(WRITE, &Host, ()).err().unwrap_or_else(|| panic!("allowed"));
-    assert_eq!(denial.policy.as_deref(), Some("read_only"));
+    let denial = g
+        .authorize(WRITE, &Host, ())
+        .err()
+        .unwrap_or_else(|| panic!("allowed"));
+    assert_eq!(
+        denial.policy.as_ref().map(|p| p.id.as_str()),
+        Some("read_only")
+    );
 }
 
 #[test]
 fn resource_facts_decide_and_carry_their_code() {
     let g = gate(true, true, false);
-    let inside = TestPath { id: "/root/a".into(), inside: true };
-    let outside = TestPath { id: "/etc/shadow".into(), inside: false };
+    let inside = TestPath {
+        id: "/root/a".into(),
+        inside: true,
+    };
+    let outside = TestPath {
+        id: "/etc/shadow".into(),
+        inside: false,
+    };
     assert!(g.authorize(READ, &inside, ()).is_ok());
-    let denial = g.authorize(READ, &outside, ()).err().unwrap_or_else(|| panic!("allowed"));
+    let denial = g
+        .authorize(READ, &outside, ())
+        .err()
+        .unwrap_or_else(|| panic!("allowed"));
     assert_eq!(denial.code, "PATH_NOT_ALLOWED");
     assert!(!denial.to_string().contains("/etc/shadow"), "{denial}");
 }
@@ -115,8 +155,12 @@ fn resource_facts_decide_and_carry_their_code() {
 #[test]
 fn another_connector_gets_a_default_deny() {
     let engine = Arc::new(engine(POLICIES).unwrap_or_else(|e| panic!("{e:?}")));
-    let g = Gate::new(engine, "desktop", &snapshot(true, true, false)).unwrap_or_else(|e| panic!("{e}"));
-    let denial = g.authorize(READ, &Host, ()).err().unwrap_or_else(|| panic!("allowed"));
+    let g = Gate::for_snapshot(engine, "desktop", &snapshot(true, true, false))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let denial = g
+        .authorize(READ, &Host, ())
+        .err()
+        .unwrap_or_else(|| panic!("allowed"));
     assert_eq!(denial.reason, "no policy permits it");
     assert_eq!(denial.policy, None);
 }
@@ -124,7 +168,10 @@ fn another_connector_gets_a_default_deny() {
 #[test]
 fn unknown_action_is_a_deny_not_a_panic() {
     let g = gate(true, true, false);
-    let denial = g.authorize(ActionId::new("nope"), &Host, ()).err().unwrap_or_else(|| panic!("allowed"));
+    let denial = g
+        .authorize(ActionId::new("nope"), &Host, ())
+        .err()
+        .unwrap_or_else(|| panic!("allowed"));
     assert!(denial.reason.contains("could not be evaluated"), "{denial}");
 }
 
@@ -136,8 +183,12 @@ fn an_evaluation_error_denies_even_when_a_permit_matches() {
         "{POLICIES}\n@id(\"overflow\")\nforbid (principal, action, resource) when {{ 9223372036854775807 + 1 > 0 }};\n"
     );
     let engine = Arc::new(engine(&policies).unwrap_or_else(|e| panic!("{e:?}")));
-    let g = Gate::new(engine, "core", &snapshot(true, true, false)).unwrap_or_else(|e| panic!("{e}"));
-    let denial = g.authorize(READ, &Host, ()).err().unwrap_or_else(|| panic!("allowed"));
+    let g = Gate::for_snapshot(engine, "core", &snapshot(true, true, false))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let denial = g
+        .authorize(READ, &Host, ())
+        .err()
+        .unwrap_or_else(|| panic!("allowed"));
     assert!(denial.reason.contains("could not be evaluated"), "{denial}");
     assert!(denial.reason.contains("overflow"), "{denial}");
 }
@@ -148,30 +199,148 @@ fn missing_and_duplicate_ids_are_refused_with_their_place() {
     let errors = engine(text).err().unwrap_or_default();
     let shown: Vec<String> = errors.iter().map(ToString::to_string).collect();
     assert_eq!(shown.len(), 2, "{shown:?}");
-    assert!(shown[0].starts_with("p.cedar:4:1: policy `policy1`: every policy needs an @id"), "{shown:?}");
-    assert!(shown[1].starts_with("p.cedar:5:1: policy `a`: duplicate @id"), "{shown:?}");
+    assert!(
+        shown[0].starts_with("p.cedar:4:1: policy `policy1`: every policy needs an @id"),
+        "{shown:?}"
+    );
+    assert!(
+        shown[1].starts_with("p.cedar:5:1: policy `a`: duplicate @id"),
+        "{shown:?}"
+    );
 }
 
 #[test]
 fn strict_validation_errors_name_policy_file_and_line() {
-    let text = format!("{POLICIES}\n@id(\"typo\")\nforbid (principal, action, resource)\nunless {{ context.permissions.raed }};\n");
+    let text = format!(
+        "{POLICIES}\n@id(\"typo\")\nforbid (principal, action, resource)\nunless {{ context.permissions.raed }};\n"
+    );
     let errors = engine(&text).err().unwrap_or_default();
     assert_eq!(errors.len(), 1, "{errors:?}");
-    let LoadError::Policy { policy, file, line, .. } = &errors[0] else { panic!("{errors:?}") };
+    let LoadError::Policy {
+        policy, file, line, ..
+    } = &errors[0]
+    else {
+        panic!("{errors:?}")
+    };
     assert_eq!((policy.as_str(), file.as_str()), ("typo", "p.cedar"));
-    let expected = text.lines().position(|l| l.contains("raed")).map(|i| i + 1).unwrap_or(0);
+    let expected = text
+        .lines()
+        .position(|l| l.contains("raed"))
+        .map(|i| i + 1)
+        .unwrap_or(0);
     assert_eq!(*line, expected, "{}", errors[0]);
 }
 
 #[test]
 fn parse_errors_name_file_and_line() {
-    let errors = engine("@id(\"x\")\npermit (principal, action, resource)\n").err().unwrap_or_default();
+    let errors = engine("@id(\"x\")\npermit (principal, action, resource)\n")
+        .err()
+        .unwrap_or_default();
     assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(matches!(&errors[0], LoadError::Parse { file, .. } if file == "p.cedar"), "{errors:?}");
+    assert!(
+        matches!(&errors[0], LoadError::Parse { file, .. } if file == "p.cedar"),
+        "{errors:?}"
+    );
 }
 
 #[test]
 fn unknown_denial_codes_are_refused() {
-    let errors = engine("@id(\"x\")\n@code(\"OOPS\")\nforbid (principal, action, resource);\n").err().unwrap_or_default();
-    assert!(errors.iter().any(|e| e.to_string().contains("unknown @code `OOPS`")), "{errors:?}");
+    let errors = engine("@id(\"x\")\n@code(\"OOPS\")\nforbid (principal, action, resource);\n")
+        .err()
+        .unwrap_or_default();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.to_string().contains("unknown @code `OOPS`")),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn a_resource_the_action_does_not_apply_to_is_denied() {
+    struct Other;
+    impl Resource for Other {
+        fn entity_type(&self) -> &'static str {
+            "Connector"
+        }
+        fn id(&self) -> &str {
+            "x"
+        }
+        fn attributes(&self) -> Vec<(&'static str, AttrValue<'_>)> {
+            Vec::new()
+        }
+    }
+    let g = gate(true, true, false);
+    let denial = g
+        .authorize(READ, &Other, ())
+        .err()
+        .unwrap_or_else(|| panic!("allowed"));
+    assert!(
+        denial.reason.contains("does not apply to a Connector"),
+        "{denial}"
+    );
+}
+
+#[test]
+fn a_context_that_does_not_fit_the_schema_is_refused_when_the_gate_is_built() {
+    let engine = Arc::new(engine(POLICIES).unwrap_or_else(|e| panic!("{e:?}")));
+    let snapshot = Snapshot {
+        platform: "linux",
+        read_only: false,
+        permissions: vec![("read", true)],
+    };
+    let denial = Gate::for_snapshot(engine, "core", &snapshot)
+        .err()
+        .unwrap_or_else(|| panic!("built"));
+    assert!(denial.reason.contains("could not be built"), "{denial}");
+}
+
+#[test]
+fn per_action_policy_subsets_decide_exactly_like_the_whole_set() {
+    let engine = Arc::new(engine(POLICIES).unwrap_or_else(|e| panic!("{e:?}")));
+    let paths = [
+        TestPath {
+            id: "/r/a".into(),
+            inside: true,
+        },
+        TestPath {
+            id: "/x".into(),
+            inside: false,
+        },
+    ];
+    for (read, write, ro) in [
+        (true, true, false),
+        (false, true, false),
+        (true, false, true),
+        (false, false, true),
+    ] {
+        for connector in ["core", "desktop"] {
+            let g = Gate::for_snapshot(engine.clone(), connector, &snapshot(read, write, ro))
+                .unwrap_or_else(|e| panic!("{e}"));
+            for action in [READ, WRITE] {
+                let mut outcomes = Vec::new();
+                for full in [false, true] {
+                    super::FULL_SET.with(|f| f.set(full));
+                    let host = g
+                        .authorize(action, &Host, ())
+                        .map(|a| a.policies().to_vec())
+                        .map_err(|d| d.to_string());
+                    let on_paths: Vec<_> = paths
+                        .iter()
+                        .map(|p| {
+                            g.authorize(action, p, ())
+                                .map(|a| a.policies().to_vec())
+                                .map_err(|d| d.to_string())
+                        })
+                        .collect();
+                    outcomes.push((host, on_paths));
+                }
+                super::FULL_SET.with(|f| f.set(false));
+                assert_eq!(
+                    outcomes[0], outcomes[1],
+                    "{connector} {action} read={read} write={write} ro={ro}"
+                );
+            }
+        }
+    }
 }

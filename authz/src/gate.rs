@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cedar_policy::{Context, EntityUid};
 
-use crate::engine::{Denial, Engine, Snapshot};
+use crate::engine::{Denial, Engine, Facts, Snapshot};
 use crate::resource::{ActionId, Resource};
 
 /// A value that passed an authorization decision. It has no public constructor: the only way
@@ -59,16 +59,32 @@ pub struct Gate {
 
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gate").field("principal", &self.principal_name).finish_non_exhaustive()
+        f.debug_struct("Gate")
+            .field("principal", &self.principal_name)
+            .finish_non_exhaustive()
     }
 }
 
 impl Gate {
-    /// A gate for calls arriving on `connector` under `snapshot`.
-    pub fn new(engine: Arc<Engine>, connector: &str, snapshot: &Snapshot) -> Result<Self, Denial> {
+    /// A gate for a call arriving on `connector`, decided against `facts`.
+    pub fn new(engine: Arc<Engine>, connector: &str, facts: &Facts) -> Result<Self, Denial> {
         let principal = engine.connector_uid(connector)?;
-        let context = engine.context(snapshot)?;
-        Ok(Self { engine, principal, principal_name: connector.to_string(), context })
+        Ok(Self {
+            engine,
+            principal,
+            principal_name: connector.to_string(),
+            context: facts.0.clone(),
+        })
+    }
+
+    /// A gate straight from a snapshot (validates the context; prefer sharing [`Facts`]).
+    pub fn for_snapshot(
+        engine: Arc<Engine>,
+        connector: &str,
+        snapshot: &Snapshot,
+    ) -> Result<Self, Denial> {
+        let facts = engine.facts(snapshot)?;
+        Self::new(engine, connector, &facts)
     }
 
     /// The connector the call arrived on.
@@ -84,9 +100,15 @@ impl Gate {
         resource: &R,
         value: T,
     ) -> Result<Authorized<T>, Denial> {
-        let decision = self.engine.decide(&self.principal, action, resource, &self.context);
+        let decision = self
+            .engine
+            .decide(&self.principal, action, resource, &self.context);
         if decision.allowed {
-            Ok(Authorized { value, action, policies: decision.policies })
+            Ok(Authorized {
+                value,
+                action,
+                policies: decision.policies,
+            })
         } else {
             Err(self.engine.denial(action, resource, decision))
         }

@@ -13,6 +13,6 @@ mod engine;
 mod gate;
 mod resource;
 
-pub use engine::{Decision, Denial, Engine, LoadError, PolicyFile, Snapshot};
+pub use engine::{Decision, Denial, Engine, Facts, LoadError, PolicyFile, PolicyRef, Snapshot};
 pub use gate::{Authorized, Gate};
 pub use resource::{ActionId, AttrValue, Host, Resource};

@@ -20,7 +20,11 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.file, self.line, self.column, self.message)?;
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.column, self.message
+        )?;
         if let Some(hint) = &self.hint {
             write!(f, "\n  hint: {hint}")?;
         }
@@ -67,7 +71,10 @@ impl<'a> SourceMap<'a> {
         let before = self.text.get(..start).unwrap_or("");
         let line = before.matches('\n').count() + 1;
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        let column = self.text.get(line_start..start).map_or(1, |s| s.chars().count() + 1);
+        let column = self
+            .text
+            .get(line_start..start)
+            .map_or(1, |s| s.chars().count() + 1);
         Diagnostic {
             file: self.file.to_string(),
             line,

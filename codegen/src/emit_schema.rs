@@ -29,7 +29,12 @@ pub fn output_schema(surface: &Surface, tool: &Tool) -> Option<Value> {
     (!tool.output.is_empty()).then(|| object_schema(surface, &tool.output, None, Role::Output))
 }
 
-fn object_schema(surface: &Surface, fields: &[Field], description: Option<&str>, role: Role) -> Value {
+fn object_schema(
+    surface: &Surface,
+    fields: &[Field],
+    description: Option<&str>,
+    role: Role,
+) -> Value {
     let mut obj = Map::new();
     obj.insert("type".into(), json!("object"));
     if let Some(d) = description {
@@ -40,7 +45,11 @@ fn object_schema(surface: &Surface, fields: &[Field], description: Option<&str>,
         .map(|f| (f.name.clone(), field_schema(surface, f, role)))
         .collect();
     obj.insert("properties".into(), Value::Object(properties));
-    let required: Vec<&str> = fields.iter().filter(|f| f.required).map(|f| f.name.as_str()).collect();
+    let required: Vec<&str> = fields
+        .iter()
+        .filter(|f| f.required)
+        .map(|f| f.name.as_str())
+        .collect();
     if !required.is_empty() {
         obj.insert("required".into(), json!(required));
     }
@@ -52,7 +61,12 @@ fn object_schema(surface: &Surface, fields: &[Field], description: Option<&str>,
 
 fn named_object(surface: &Surface, name: &str, description: Option<&str>, role: Role) -> Value {
     match surface.object_type(name) {
-        Some(t) if role == Role::Input => object_schema(surface, &t.fields, description.or(Some(&t.description)), role),
+        Some(t) if role == Role::Input => object_schema(
+            surface,
+            &t.fields,
+            description.or(Some(&t.description)),
+            role,
+        ),
         Some(t) => object_schema(surface, &t.fields, None, role),
         None => json!({ "type": "object" }),
     }
@@ -60,7 +74,11 @@ fn named_object(surface: &Surface, name: &str, description: Option<&str>, role: 
 
 fn field_schema(surface: &Surface, f: &Field, role: Role) -> Value {
     if let FieldType::Object(name) = &f.ty {
-        let description = if role == Role::Input { f.description.as_deref() } else { None };
+        let description = if role == Role::Input {
+            f.description.as_deref()
+        } else {
+            None
+        };
         return named_object(surface, name, description, role);
     }
     let mut obj = Map::new();

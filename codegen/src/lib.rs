@@ -13,10 +13,10 @@ mod model;
 mod sync;
 
 pub use diagnostics::{Diagnostic, Diagnostics};
-pub use emit_cedar::{connector_group, operation_action, permission_group, MUTATING_GROUP};
-pub use emit_schema::{input_schema, output_schema, Role};
+pub use emit_cedar::{MUTATING_GROUP, connector_group, operation_action, permission_group};
+pub use emit_schema::{Role, input_schema, output_schema};
 pub use model::{Connector, Field, FieldType, Permission, Platform, Status, Surface, Tool};
-pub use sync::{check, sync, Staleness, HAND_WRITTEN};
+pub use sync::{HAND_WRITTEN, Staleness, check, sync};
 
 use std::collections::BTreeMap;
 
@@ -54,9 +54,15 @@ pub fn generate_from(surface: &Surface) -> Result<Files, String> {
     let mut files = Files::new();
     files.insert("src/surface.rs".into(), emit_rust::surface_rs(surface)?);
     files.insert("src/surface/types.rs".into(), emit_rust::types_rs(surface)?);
-    files.insert("src/surface/resources.rs".into(), emit_rust::resources_rs(surface)?);
+    files.insert(
+        "src/surface/resources.rs".into(),
+        emit_rust::resources_rs(surface)?,
+    );
     for c in &surface.connectors {
-        files.insert(format!("src/surface/{}.rs", c.name), emit_rust::connector_rs(surface, &c.name)?);
+        files.insert(
+            format!("src/surface/{}.rs", c.name),
+            emit_rust::connector_rs(surface, &c.name)?,
+        );
     }
     for t in &surface.tools {
         files.insert(
@@ -64,10 +70,16 @@ pub fn generate_from(surface: &Surface) -> Result<Files, String> {
             emit_schema::to_file(&emit_schema::input_schema(surface, t)),
         );
         if let Some(out) = emit_schema::output_schema(surface, t) {
-            files.insert(format!("schemas/{}.output.json", t.name), emit_schema::to_file(&out));
+            files.insert(
+                format!("schemas/{}.output.json", t.name),
+                emit_schema::to_file(&out),
+            );
         }
     }
     files.insert("docs/TOOLS.md".into(), emit_docs::tools_md(surface));
-    files.insert("policies/surface.cedarschema".into(), emit_cedar::schema(surface));
+    files.insert(
+        "policies/surface.cedarschema".into(),
+        emit_cedar::schema(surface),
+    );
     Ok(files)
 }

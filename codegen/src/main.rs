@@ -10,7 +10,9 @@ fn main() -> ExitCode {
         match arg.as_str() {
             "--check" => check = true,
             "-h" | "--help" => {
-                println!("usage: cargo codegen [--check]\n\nRegenerates generated/ from surface.toml; --check only compares.");
+                println!(
+                    "usage: cargo codegen [--check]\n\nRegenerates generated/ from surface.toml; --check only compares."
+                );
                 return ExitCode::SUCCESS;
             }
             other => {
@@ -39,7 +41,9 @@ fn main() -> ExitCode {
         match codegen::check(&out, &files) {
             Ok(codegen::Staleness::Fresh) => ExitCode::SUCCESS,
             Ok(codegen::Staleness::Stale { report }) => {
-                eprintln!("{report}\ngenerated/ is stale: run `cargo codegen` and commit the result");
+                eprintln!(
+                    "{report}\ngenerated/ is stale: run `cargo codegen` and commit the result"
+                );
                 ExitCode::FAILURE
             }
             Err(e) => {

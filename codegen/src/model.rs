@@ -405,15 +405,39 @@ mod raw {
 /// JSON Schema keywords a field might be tempted to carry that ChatGPT's connector refuses or
 /// that this DSL does not model; named so the error can say why.
 const REJECTED_KEYWORDS: &[(&str, &str)] = &[
-    ("anyOf", "ChatGPT rejects anyOf/oneOf/allOf; use `exactly_one_of` on the tool instead"),
-    ("oneOf", "ChatGPT rejects anyOf/oneOf/allOf; use `exactly_one_of` on the tool instead"),
-    ("allOf", "ChatGPT rejects anyOf/oneOf/allOf; declare the fields directly"),
-    ("$ref", "remote or explicit $ref is not allowed; name a type from [types] in `type`"),
+    (
+        "anyOf",
+        "ChatGPT rejects anyOf/oneOf/allOf; use `exactly_one_of` on the tool instead",
+    ),
+    (
+        "oneOf",
+        "ChatGPT rejects anyOf/oneOf/allOf; use `exactly_one_of` on the tool instead",
+    ),
+    (
+        "allOf",
+        "ChatGPT rejects anyOf/oneOf/allOf; declare the fields directly",
+    ),
+    (
+        "$ref",
+        "remote or explicit $ref is not allowed; name a type from [types] in `type`",
+    ),
     ("not", "`not` is not supported by ChatGPT's schema subset"),
-    ("prefixItems", "tuple arrays are rejected by ChatGPT; use `items` with one type"),
-    ("additionalProperties", "inputs are always closed (additionalProperties: false)"),
-    ("patternProperties", "not supported by ChatGPT's schema subset"),
-    ("if", "conditional schemas are not supported by ChatGPT's schema subset"),
+    (
+        "prefixItems",
+        "tuple arrays are rejected by ChatGPT; use `items` with one type",
+    ),
+    (
+        "additionalProperties",
+        "inputs are always closed (additionalProperties: false)",
+    ),
+    (
+        "patternProperties",
+        "not supported by ChatGPT's schema subset",
+    ),
+    (
+        "if",
+        "conditional schemas are not supported by ChatGPT's schema subset",
+    ),
 ];
 
 /// Cedar keywords and names that cannot be record attribute identifiers in schemas.
@@ -431,7 +455,8 @@ fn tool_name_ok(name: &str) -> bool {
 }
 
 fn pascal_ok(name: &str) -> bool {
-    name.starts_with(|c: char| c.is_ascii_uppercase()) && name.chars().all(|c| c.is_ascii_alphanumeric())
+    name.starts_with(|c: char| c.is_ascii_uppercase())
+        && name.chars().all(|c| c.is_ascii_alphanumeric())
 }
 
 struct Checker<'a> {
@@ -462,7 +487,10 @@ impl Surface {
                 .map(|(_, why)| (*why).to_string());
             Diagnostics(vec![map.diagnostic(span, message, hint)])
         })?;
-        let mut ck = Checker { map, out: Vec::new() };
+        let mut ck = Checker {
+            map,
+            out: Vec::new(),
+        };
         let surface = build(&mut ck, raw);
         if ck.out.is_empty() {
             Ok(surface)
@@ -493,15 +521,27 @@ impl Surface {
 }
 
 fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
-    let permission_names: Vec<String> = raw.permissions.keys().map(|k| k.get_ref().clone()).collect();
+    let permission_names: Vec<String> = raw
+        .permissions
+        .keys()
+        .map(|k| k.get_ref().clone())
+        .collect();
     let permissions = raw
         .permissions
         .into_iter()
         .map(|(name, p)| {
             if !tool_name_ok(name.get_ref()) {
-                ck.error(name.span(), format!("permission name `{}` must be snake_case ASCII", name.get_ref()), None);
+                ck.error(
+                    name.span(),
+                    format!(
+                        "permission name `{}` must be snake_case ASCII",
+                        name.get_ref()
+                    ),
+                    None,
+                );
             }
-            let description = required_description(ck, p.description, name.span(), "permission", name.get_ref());
+            let description =
+                required_description(ck, p.description, name.span(), "permission", name.get_ref());
             Permission {
                 name: name.into_inner(),
                 description,
@@ -517,9 +557,17 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         .into_iter()
         .map(|(name, c)| {
             if !tool_name_ok(name.get_ref()) {
-                ck.error(name.span(), format!("connector name `{}` must be snake_case ASCII", name.get_ref()), None);
+                ck.error(
+                    name.span(),
+                    format!(
+                        "connector name `{}` must be snake_case ASCII",
+                        name.get_ref()
+                    ),
+                    None,
+                );
             }
-            let description = required_description(ck, c.description, name.span(), "connector", name.get_ref());
+            let description =
+                required_description(ck, c.description, name.span(), "connector", name.get_ref());
             Connector {
                 name: name.into_inner(),
                 title: c.title,
@@ -535,20 +583,39 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         .resources
         .into_iter()
         .map(|(name, r)| {
-            if !pascal_ok(name.get_ref()) || name.get_ref() == "Host" || name.get_ref() == "Connector" {
+            if !pascal_ok(name.get_ref())
+                || name.get_ref() == "Host"
+                || name.get_ref() == "Connector"
+            {
                 ck.error(
                     name.span(),
-                    format!("resource `{}` must be a PascalCase name other than Host and Connector", name.get_ref()),
-                    Some("Host (the whole computer) and Connector (the principal) are built in".into()),
+                    format!(
+                        "resource `{}` must be a PascalCase name other than Host and Connector",
+                        name.get_ref()
+                    ),
+                    Some(
+                        "Host (the whole computer) and Connector (the principal) are built in"
+                            .into(),
+                    ),
                 );
             }
-            let description = required_description(ck, r.description, name.span(), "resource", name.get_ref());
+            let description =
+                required_description(ck, r.description, name.span(), "resource", name.get_ref());
             let attributes = r
                 .attributes
                 .into_iter()
                 .filter_map(|(attr, ty)| {
-                    if !tool_name_ok(attr.get_ref()) || CEDAR_RESERVED.contains(&attr.get_ref().as_str()) {
-                        ck.error(attr.span(), format!("attribute `{}` is not a usable Cedar identifier", attr.get_ref()), None);
+                    if !tool_name_ok(attr.get_ref())
+                        || CEDAR_RESERVED.contains(&attr.get_ref().as_str())
+                    {
+                        ck.error(
+                            attr.span(),
+                            format!(
+                                "attribute `{}` is not a usable Cedar identifier",
+                                attr.get_ref()
+                            ),
+                            None,
+                        );
                     }
                     let cedar = match ty.get_ref().as_str() {
                         "Bool" => CedarType::Bool,
@@ -566,7 +633,11 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                     Some((attr.into_inner(), cedar))
                 })
                 .collect();
-            Resource { name: name.into_inner(), description, attributes }
+            Resource {
+                name: name.into_inner(),
+                description,
+                attributes,
+            }
         })
         .collect::<Vec<_>>();
 
@@ -576,11 +647,20 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         .into_iter()
         .map(|(name, t)| {
             if !pascal_ok(name.get_ref()) {
-                ck.error(name.span(), format!("type name `{}` must be PascalCase", name.get_ref()), None);
+                ck.error(
+                    name.span(),
+                    format!("type name `{}` must be PascalCase", name.get_ref()),
+                    None,
+                );
             }
-            let description = required_description(ck, t.description, name.span(), "type", name.get_ref());
+            let description =
+                required_description(ck, t.description, name.span(), "type", name.get_ref());
             let fields = build_fields(ck, t.fields, &type_names, FieldRole::Shared);
-            ObjectType { name: name.into_inner(), description, fields }
+            ObjectType {
+                name: name.into_inner(),
+                description,
+                fields,
+            }
         })
         .collect::<Vec<_>>();
     check_type_cycles(ck, &types);
@@ -598,7 +678,11 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             );
         }
         if !seen_lower.insert(tname.to_ascii_lowercase()) {
-            ck.error(span.clone(), format!("duplicate tool `{tname}`"), Some("every tool name must be unique across connectors".into()));
+            ck.error(
+                span.clone(),
+                format!("duplicate tool `{tname}`"),
+                Some("every tool name must be unique across connectors".into()),
+            );
         }
         let connector = t.connector.get_ref().clone();
         let conn = connectors.iter().find(|c| c.name == connector);
@@ -606,7 +690,10 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             ck.error(
                 t.connector.span(),
                 format!("tool `{tname}` names unknown connector `{connector}`"),
-                Some(format!("known connectors: {}", known_list(connectors.iter().map(|c| c.name.as_str())))),
+                Some(format!(
+                    "known connectors: {}",
+                    known_list(connectors.iter().map(|c| c.name.as_str()))
+                )),
             );
         }
         let description = required_description(ck, t.description, span.clone(), "tool", &tname);
@@ -615,7 +702,10 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 ck.error(
                     p.span(),
                     format!("tool `{tname}` names unknown permission `{}`", p.get_ref()),
-                    Some(format!("known permissions: {}", known_list(permission_names.iter().map(String::as_str)))),
+                    Some(format!(
+                        "known permissions: {}",
+                        known_list(permission_names.iter().map(String::as_str))
+                    )),
                 );
             }
         };
@@ -626,8 +716,14 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             if !resources.iter().any(|r| &r.name == target.get_ref()) {
                 ck.error(
                     target.span(),
-                    format!("tool `{tname}` targets unknown resource `{}`", target.get_ref()),
-                    Some(format!("declared resources: {}", known_list(resources.iter().map(|r| r.name.as_str())))),
+                    format!(
+                        "tool `{tname}` targets unknown resource `{}`",
+                        target.get_ref()
+                    ),
+                    Some(format!(
+                        "declared resources: {}",
+                        known_list(resources.iter().map(|r| r.name.as_str()))
+                    )),
                 );
             }
         }
@@ -636,7 +732,11 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             Some("planned") => Status::Planned,
             Some(other) => {
                 let s = t.status.as_ref().map_or(span.clone(), Spanned::span);
-                ck.error(s, format!("unknown status `{other}`"), Some("use `ready` or `planned`".into()));
+                ck.error(
+                    s,
+                    format!("unknown status `{other}`"),
+                    Some("use `ready` or `planned`".into()),
+                );
                 Status::Ready
             }
         };
@@ -660,10 +760,18 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         let mut operations = Vec::new();
         for (op, o) in t.operations {
             if !tool_name_ok(op.get_ref()) {
-                ck.error(op.span(), format!("operation `{}` must be snake_case", op.get_ref()), None);
+                ck.error(
+                    op.span(),
+                    format!("operation `{}` must be snake_case", op.get_ref()),
+                    None,
+                );
             }
             check_perm(ck, &o.requires);
-            operations.push(Operation { name: op.into_inner(), requires: o.requires.into_inner(), description: o.description });
+            operations.push(Operation {
+                name: op.into_inner(),
+                requires: o.requires.into_inner(),
+                description: o.description,
+            });
         }
         // A tool nobody can turn off would bypass the permission model.
         if t.requires.is_empty() && operations.is_empty() {
@@ -680,10 +788,16 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 .map(|g| {
                     for f in &g {
                         match input.iter().find(|i| &i.name == f.get_ref()) {
-                            None => ck.error(f.span(), format!("`{what}` names unknown input `{}`", f.get_ref()), None),
-                            Some(i) if i.required => {
-                                ck.error(f.span(), format!("`{what}` names required input `{}`", f.get_ref()), Some("fields in such a group must be optional".into()))
-                            }
+                            None => ck.error(
+                                f.span(),
+                                format!("`{what}` names unknown input `{}`", f.get_ref()),
+                                None,
+                            ),
+                            Some(i) if i.required => ck.error(
+                                f.span(),
+                                format!("`{what}` names required input `{}`", f.get_ref()),
+                                Some("fields in such a group must be optional".into()),
+                            ),
                             Some(_) => {}
                         }
                     }
@@ -705,7 +819,11 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             title: t.title,
             description,
             requires: t.requires.into_iter().map(Spanned::into_inner).collect(),
-            unpublished_when: t.unpublished_when.into_iter().map(Spanned::into_inner).collect(),
+            unpublished_when: t
+                .unpublished_when
+                .into_iter()
+                .map(Spanned::into_inner)
+                .collect(),
             targets: t.targets.into_iter().map(Spanned::into_inner).collect(),
             status,
             annotations,
@@ -731,7 +849,13 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         }
         tools.push(tool);
     }
-    Surface { permissions, connectors, resources, types, tools }
+    Surface {
+        permissions,
+        connectors,
+        resources,
+        types,
+        tools,
+    }
 }
 
 fn required_description(
@@ -744,7 +868,11 @@ fn required_description(
     match d {
         Some(d) if !d.get_ref().trim().is_empty() => d.into_inner(),
         Some(d) => {
-            ck.error(d.span(), format!("{what} `{name}` has an empty description"), None);
+            ck.error(
+                d.span(),
+                format!("{what} `{name}` has an empty description"),
+                None,
+            );
             String::new()
         }
         None => {
@@ -775,7 +903,11 @@ fn build_fields(
     for (name, f) in raw {
         let fname = name.get_ref().clone();
         if !tool_name_ok(&fname) {
-            ck.error(name.span(), format!("field `{fname}` must be snake_case ASCII"), None);
+            ck.error(
+                name.span(),
+                format!("field `{fname}` must be snake_case ASCII"),
+                None,
+            );
         }
         let unknown_type = |ck: &mut Checker<'_>, s: &Spanned<String>| {
             ck.error(
@@ -802,7 +934,11 @@ fn build_fields(
             }
             "array" => match &f.items {
                 None => {
-                    ck.error(f.ty.span(), format!("array `{fname}` has no `items`"), Some("ChatGPT requires `items` on every array".into()));
+                    ck.error(
+                        f.ty.span(),
+                        format!("array `{fname}` has no `items`"),
+                        Some("ChatGPT requires `items` on every array".into()),
+                    );
                     FieldType::Array(ItemType::String)
                 }
                 Some(items) => FieldType::Array(match items.get_ref().as_str() {
@@ -822,23 +958,38 @@ fn build_fields(
             }
         };
         if f.items.is_some() && !matches!(ty, FieldType::Array(_)) {
-            ck.error(name.span(), format!("field `{fname}` has `items` but is not an array"), None);
+            ck.error(
+                name.span(),
+                format!("field `{fname}` has `items` but is not an array"),
+                None,
+            );
         }
         let description = f.description.filter(|d| !d.trim().is_empty());
         if description.is_none() && role == FieldRole::Input {
             ck.error(
                 name.span(),
                 format!("input `{fname}` is missing a description"),
-                Some("the model reads it to fill the argument in; add `description = \"...\"`".into()),
+                Some(
+                    "the model reads it to fill the argument in; add `description = \"...\"`"
+                        .into(),
+                ),
             );
         }
         let enum_values = f.enum_values.map(|e| {
             if ty != FieldType::String {
-                ck.error(e.span(), format!("`enum` on `{fname}` needs type = \"string\""), None);
+                ck.error(
+                    e.span(),
+                    format!("`enum` on `{fname}` needs type = \"string\""),
+                    None,
+                );
             }
             let values = e.get_ref().clone();
             if values.is_empty() || values.iter().any(|v| !tool_name_ok(v)) {
-                ck.error(e.span(), format!("enum values of `{fname}` must be non-empty snake_case names"), None);
+                ck.error(
+                    e.span(),
+                    format!("enum values of `{fname}` must be non-empty snake_case names"),
+                    None,
+                );
             }
             values
         });
@@ -846,12 +997,19 @@ fn build_fields(
             let span = d.span();
             let value = d.into_inner();
             let ok = match (&ty, &value) {
-                (FieldType::String, toml::Value::String(s)) => enum_values.as_ref().is_none_or(|e| e.contains(s)),
-                (FieldType::Integer, toml::Value::Integer(_)) | (FieldType::Boolean, toml::Value::Boolean(_)) => true,
+                (FieldType::String, toml::Value::String(s)) => {
+                    enum_values.as_ref().is_none_or(|e| e.contains(s))
+                }
+                (FieldType::Integer, toml::Value::Integer(_))
+                | (FieldType::Boolean, toml::Value::Boolean(_)) => true,
                 _ => false,
             };
             if !ok {
-                ck.error(span, format!("default of `{fname}` does not match its type"), None);
+                ck.error(
+                    span,
+                    format!("default of `{fname}` does not match its type"),
+                    None,
+                );
             }
             serde_json::to_value(&value).unwrap_or(serde_json::Value::Null)
         });
@@ -864,10 +1022,27 @@ fn build_fields(
             max_items: f.max_items,
         };
         let misplaced = match ty {
-            FieldType::Integer => bounds.min_length.is_some() || bounds.max_length.is_some() || bounds.min_items.is_some() || bounds.max_items.is_some(),
-            FieldType::String => bounds.minimum.is_some() || bounds.maximum.is_some() || bounds.min_items.is_some() || bounds.max_items.is_some(),
-            FieldType::Array(_) => bounds.minimum.is_some() || bounds.maximum.is_some() || bounds.min_length.is_some() || bounds.max_length.is_some(),
-            FieldType::Boolean | FieldType::Map | FieldType::Object(_) => bounds != Bounds::default(),
+            FieldType::Integer => {
+                bounds.min_length.is_some()
+                    || bounds.max_length.is_some()
+                    || bounds.min_items.is_some()
+                    || bounds.max_items.is_some()
+            }
+            FieldType::String => {
+                bounds.minimum.is_some()
+                    || bounds.maximum.is_some()
+                    || bounds.min_items.is_some()
+                    || bounds.max_items.is_some()
+            }
+            FieldType::Array(_) => {
+                bounds.minimum.is_some()
+                    || bounds.maximum.is_some()
+                    || bounds.min_length.is_some()
+                    || bounds.max_length.is_some()
+            }
+            FieldType::Boolean | FieldType::Map | FieldType::Object(_) => {
+                bounds != Bounds::default()
+            }
         };
         if misplaced {
             ck.error(name.span(), format!("field `{fname}` has bounds that do not apply to its type"), Some("integers take minimum/maximum, strings min_length/max_length, arrays min_items/max_items".into()));
@@ -875,9 +1050,21 @@ fn build_fields(
         if let (Some(lo), Some(hi)) = (bounds.minimum, bounds.maximum)
             && lo > hi
         {
-            ck.error(name.span(), format!("field `{fname}` has minimum above maximum"), None);
+            ck.error(
+                name.span(),
+                format!("field `{fname}` has minimum above maximum"),
+                None,
+            );
         }
-        fields.push(Field { name: fname, ty, required: f.required, description, enum_values, default, bounds });
+        fields.push(Field {
+            name: fname,
+            ty,
+            required: f.required,
+            description,
+            enum_values,
+            default,
+            bounds,
+        });
     }
     fields
 }
@@ -894,15 +1081,25 @@ fn check_type_cycles(ck: &mut Checker<'_>, types: &[ObjectType]) {
         if stack.contains(&name) {
             return true;
         }
-        let Some(t) = types.iter().find(|t| t.name == name) else { return false };
+        let Some(t) = types.iter().find(|t| t.name == name) else {
+            return false;
+        };
         stack.push(name);
-        let cyclic = t.fields.iter().filter_map(refs).any(|r| visit(types, r, stack));
+        let cyclic = t
+            .fields
+            .iter()
+            .filter_map(refs)
+            .any(|r| visit(types, r, stack));
         stack.pop();
         cyclic
     }
     for t in types {
         if visit(types, &t.name, &mut Vec::new()) {
-            ck.error(0..0, format!("type `{}` contains itself", t.name), Some("object types must not be recursive".into()));
+            ck.error(
+                0..0,
+                format!("type `{}` contains itself", t.name),
+                Some("object types must not be recursive".into()),
+            );
         }
     }
 }

@@ -23,10 +23,22 @@ fn unknown_permission_names_the_place_and_the_known_ones() {
     let text = SURFACE.replacen("requires = [\"read\"]", "requires = [\"raed\"]", 1);
     let errs = errors(&text);
     assert_eq!(errs.len(), 1, "{errs:?}");
-    let line = text.lines().position(|l| l.contains("\"raed\"")).map(|i| i + 1).unwrap_or(0);
-    assert!(errs[0].starts_with(&format!("s.toml:{line}:")), "{}", errs[0]);
+    let line = text
+        .lines()
+        .position(|l| l.contains("\"raed\""))
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    assert!(
+        errs[0].starts_with(&format!("s.toml:{line}:")),
+        "{}",
+        errs[0]
+    );
     assert!(errs[0].contains("unknown permission `raed`"), "{}", errs[0]);
-    assert!(errs[0].contains("hint: known permissions: read, search"), "{}", errs[0]);
+    assert!(
+        errs[0].contains("hint: known permissions: read, search"),
+        "{}",
+        errs[0]
+    );
 }
 
 #[test]
@@ -34,21 +46,34 @@ fn duplicate_tool_is_refused_by_position() {
     let dup = "[tools.read]\nconnector = \"core\"\n";
     let errs = errors(&with(dup));
     assert_eq!(errs.len(), 1, "{errs:?}");
-    assert!(errs[0].contains("duplicate key") || errs[0].contains("duplicate"), "{}", errs[0]);
+    assert!(
+        errs[0].contains("duplicate key") || errs[0].contains("duplicate"),
+        "{}",
+        errs[0]
+    );
     assert!(errs[0].starts_with("s.toml:"), "{}", errs[0]);
 }
 
 #[test]
 fn case_insensitive_duplicate_is_refused() {
-    let text = with("[tools.Read]\nconnector = \"desktop\"\ntitle = \"x\"\ndescription = \"x\"\nrequires = [\"read\"]\nannotations = { read_only = true, destructive = false, idempotent = true, open_world = false }\n");
+    let text = with(
+        "[tools.Read]\nconnector = \"desktop\"\ntitle = \"x\"\ndescription = \"x\"\nrequires = [\"read\"]\nannotations = { read_only = true, destructive = false, idempotent = true, open_world = false }\n",
+    );
     let errs = errors(&text);
-    assert!(errs.iter().any(|e| e.contains("duplicate tool `Read`")), "{errs:?}");
+    assert!(
+        errs.iter().any(|e| e.contains("duplicate tool `Read`")),
+        "{errs:?}"
+    );
 }
 
 #[test]
 fn a_tool_on_two_connectors_cannot_be_written() {
     // `connector` is one value: naming two is a type error at the exact place.
-    let text = SURFACE.replacen("connector = \"core\"\ntitle = \"Read files\"", "connector = [\"core\", \"desktop\"]\ntitle = \"Read files\"", 1);
+    let text = SURFACE.replacen(
+        "connector = \"core\"\ntitle = \"Read files\"",
+        "connector = [\"core\", \"desktop\"]\ntitle = \"Read files\"",
+        1,
+    );
     let errs = errors(&text);
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].contains("invalid type"), "{}", errs[0]);
@@ -64,7 +89,11 @@ fn rejected_schema_keyword_gets_a_chatgpt_hint() {
     let errs = errors(&text);
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].contains("unknown field `oneOf`"), "{}", errs[0]);
-    assert!(errs[0].contains("hint: ChatGPT rejects anyOf/oneOf/allOf"), "{}", errs[0]);
+    assert!(
+        errs[0].contains("hint: ChatGPT rejects anyOf/oneOf/allOf"),
+        "{}",
+        errs[0]
+    );
 }
 
 #[test]
@@ -80,37 +109,71 @@ fn missing_descriptions_are_all_reported_at_once() {
         .replacen(", description = \"Image file.\"", "", 1);
     let errs = errors(&text);
     assert_eq!(errs.len(), 2, "{errs:?}");
-    assert!(errs[0].contains("tool `view_image` is missing a description"), "{}", errs[0]);
-    assert!(errs[1].contains("input `path` is missing a description"), "{}", errs[1]);
+    assert!(
+        errs[0].contains("tool `view_image` is missing a description"),
+        "{}",
+        errs[0]
+    );
+    assert!(
+        errs[1].contains("input `path` is missing a description"),
+        "{}",
+        errs[1]
+    );
 }
 
 #[test]
 fn arrays_need_items_and_unknown_types_are_named() {
-    let text = SURFACE.replacen("type = \"array\", items = \"string\", max_items = 64", "type = \"array\", max_items = 64", 1);
+    let text = SURFACE.replacen(
+        "type = \"array\", items = \"string\", max_items = 64",
+        "type = \"array\", max_items = 64",
+        1,
+    );
     let errs = errors(&text);
-    assert!(errs.iter().any(|e| e.contains("array `paths` has no `items`")), "{errs:?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("array `paths` has no `items`")),
+        "{errs:?}"
+    );
     let text = SURFACE.replacen("items = \"LineRange\"", "items = \"LineRnage\"", 1);
     let errs = errors(&text);
-    assert!(errs.iter().any(|e| e.contains("unknown type `LineRnage`") && e.contains("LineRange")), "{errs:?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("unknown type `LineRnage`") && e.contains("LineRange")),
+        "{errs:?}"
+    );
 }
 
 #[test]
 fn read_only_tools_cannot_need_mutating_permissions() {
     let text = SURFACE.replacen("requires = [\"read\"]", "requires = [\"write_edit\"]", 1);
     let errs = errors(&text);
-    assert!(errs.iter().any(|e| e.contains("claims readOnlyHint but needs mutating permission `write_edit`")), "{errs:?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("claims readOnlyHint but needs mutating permission `write_edit`")),
+        "{errs:?}"
+    );
 }
 
 #[test]
 fn bad_tool_names_are_refused() {
-    let text = with("[tools.\"read files\"]\nconnector = \"core\"\ntitle = \"x\"\ndescription = \"x\"\nrequires = [\"read\"]\nannotations = { read_only = true, destructive = false, idempotent = true, open_world = false }\n");
+    let text = with(
+        "[tools.\"read files\"]\nconnector = \"core\"\ntitle = \"x\"\ndescription = \"x\"\nrequires = [\"read\"]\nannotations = { read_only = true, destructive = false, idempotent = true, open_world = false }\n",
+    );
     let errs = errors(&text);
-    assert!(errs.iter().any(|e| e.contains("tool name `read files` must match")), "{errs:?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("tool name `read files` must match")),
+        "{errs:?}"
+    );
 }
 
 #[test]
 fn a_tool_without_any_permission_is_refused() {
     let text = SURFACE.replacen("requires = [\"agents\"]\n", "", 1);
     let errs = errors(&text);
-    assert!(errs.iter().any(|e| e.contains("tool `agents` needs no permission")), "{errs:?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("tool `agents` needs no permission")),
+        "{errs:?}"
+    );
 }

@@ -99,7 +99,11 @@ pub fn check(dir: &Path, expected: &Files) -> io::Result<Staleness> {
     for path in actual.keys().filter(|p| !expected.contains_key(*p)) {
         let _ = writeln!(report, "extra: generated/{path} (no longer generated)");
     }
-    Ok(if report.is_empty() { Staleness::Fresh } else { Staleness::Stale { report } })
+    Ok(if report.is_empty() {
+        Staleness::Fresh
+    } else {
+        Staleness::Stale { report }
+    })
 }
 
 /// Writes `expected` into `dir`, touching only files whose contents change (so cargo does not

@@ -7,12 +7,14 @@ use std::path::PathBuf;
 #[test]
 fn generated_is_fresh() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let text = std::fs::read_to_string(root.join("surface.toml")).unwrap_or_else(|e| panic!("surface.toml: {e}"));
+    let text = std::fs::read_to_string(root.join("surface.toml"))
+        .unwrap_or_else(|e| panic!("surface.toml: {e}"));
     let files = codegen::generate("surface.toml", &text).unwrap_or_else(|e| panic!("{e}"));
     let dir = root.join("generated");
     let staleness = codegen::check(&dir, &files).unwrap_or_else(|e| panic!("{e}"));
     if let codegen::Staleness::Stale { report } = staleness {
-        let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "0" && v != "false");
+        let in_ci =
+            std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "0" && v != "false");
         if !in_ci {
             codegen::sync(&dir, &files).unwrap_or_else(|e| panic!("{e}"));
             panic!("generated/ was stale and has been rewritten; review and commit it:\n{report}");
@@ -37,17 +39,49 @@ fn a_stale_copy_is_reported_with_a_diff_and_extra_files() {
     let files = codegen::generate("surface.toml", &text).unwrap_or_else(|e| panic!("{e}"));
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     codegen::sync(tmp.path(), &files).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(codegen::check(tmp.path(), &files).ok(), Some(codegen::Staleness::Fresh));
+    assert_eq!(
+        codegen::check(tmp.path(), &files).ok(),
+        Some(codegen::Staleness::Fresh)
+    );
 
-    let edited = text.replacen("Read files, directories and globs", "Read files and globs", 1);
+    let edited = text.replacen(
+        "Read files, directories and globs",
+        "Read files and globs",
+        1,
+    );
     let fresh = codegen::generate("surface.toml", &edited).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(tmp.path().join("schemas/old_tool.input.json"), "{}\n").unwrap_or_else(|e| panic!("{e}"));
-    let Ok(codegen::Staleness::Stale { report }) = codegen::check(tmp.path(), &fresh) else { panic!("not stale") };
-    assert!(report.contains("changed: generated/src/surface.rs"), "{report}");
-    assert!(report.contains("changed: generated/docs/TOOLS.md"), "{report}");
-    assert!(report.lines().any(|l| l.starts_with('-') && l.contains("Read files, directories and globs")), "{report}");
-    assert!(report.lines().any(|l| l.starts_with('+') && l.contains("Read files and globs")), "{report}");
-    assert!(report.contains("extra: generated/schemas/old_tool.input.json"), "{report}");
+    std::fs::write(tmp.path().join("schemas/old_tool.input.json"), "{}\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let Ok(codegen::Staleness::Stale { report }) = codegen::check(tmp.path(), &fresh) else {
+        panic!("not stale")
+    };
+    assert!(
+        report.contains("changed: generated/src/surface.rs"),
+        "{report}"
+    );
+    assert!(
+        report.contains("changed: generated/docs/TOOLS.md"),
+        "{report}"
+    );
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with('-') && l.contains("Read files, directories and globs")),
+        "{report}"
+    );
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with('+') && l.contains("Read files and globs")),
+        "{report}"
+    );
+    assert!(
+        report.contains("extra: generated/schemas/old_tool.input.json"),
+        "{report}"
+    );
     codegen::sync(tmp.path(), &fresh).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(codegen::check(tmp.path(), &fresh).ok(), Some(codegen::Staleness::Fresh));
+    assert_eq!(
+        codegen::check(tmp.path(), &fresh).ok(),
+        Some(codegen::Staleness::Fresh)
+    );
 }

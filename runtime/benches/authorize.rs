@@ -1,1 +1,117 @@
-fn main() {}
+//! One Cedar decision, and the whole dispatch path (decode → authorize → no-op handler →
+//! encode), with the shipped schema and policies.
+//!
+//! `cargo bench -p runtime --bench authorize`
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use generated::core::{CoreHandlers, ReadArgs, ReadOutput, actions};
+use runtime::permissions::PermissionState;
+use tool_api::{Authorized, CallContext, Platform, Reply, ToolError};
+
+struct Noop;
+
+impl CoreHandlers for Noop {
+    async fn read(
+        &self,
+        _call: Authorized<ReadArgs>,
+        _cx: &CallContext,
+    ) -> Result<Reply<ReadOutput>, ToolError> {
+        Ok(Reply::new(ReadOutput {
+            entries: Vec::new(),
+            truncated: false,
+        }))
+    }
+}
+
+/// Runs a future that never waits (the no-op handler) to completion.
+fn ready<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => panic!("the no-op handler waited"),
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let engine = Arc::new(runtime::policy_set::load(None).unwrap());
+    let stored: BTreeMap<&'static str, bool> = generated::PERMISSIONS
+        .iter()
+        .map(|p| (p.name, true))
+        .collect();
+    let snapshot = PermissionState::new(Platform::Linux, false, stored).snapshot();
+    let facts = engine.facts(&snapshot).unwrap();
+    let path = generated::resources::Path {
+        id: "/home/u/project/src/main.rs".into(),
+        inside_root: true,
+        kind: "file".into(),
+    };
+
+    c.bench_function("decision: read on a Path (permit)", |b| {
+        let gate = authz::Gate::new(engine.clone(), "core", &facts).unwrap();
+        b.iter(|| black_box(gate.authorize(actions::READ, black_box(&path), ()).is_ok()));
+    });
+
+    c.bench_function("decision: read on Host (permit, no attributes)", |b| {
+        let gate = authz::Gate::new(engine.clone(), "core", &facts).unwrap();
+        b.iter(|| {
+            black_box(
+                gate.authorize(actions::READ, black_box(&tool_api::Host), ())
+                    .is_ok(),
+            )
+        });
+    });
+
+    c.bench_function("decision: read outside the roots (deny)", |b| {
+        let gate = authz::Gate::new(engine.clone(), "core", &facts).unwrap();
+        let outside = generated::resources::Path {
+            inside_root: false,
+            ..path.clone()
+        };
+        b.iter(|| {
+            black_box(
+                gate.authorize(actions::READ, black_box(&outside), ())
+                    .is_err(),
+            )
+        });
+    });
+
+    c.bench_function(
+        "facts: snapshot to validated context (once per permission change)",
+        |b| {
+            b.iter(|| black_box(engine.facts(black_box(&snapshot)).unwrap()));
+        },
+    );
+
+    c.bench_function("gate: build per call (principal + shared facts)", |b| {
+        b.iter(|| black_box(authz::Gate::new(engine.clone(), "core", black_box(&facts)).unwrap()));
+    });
+
+    let arguments: tool_api::JsonObject =
+        serde_json::from_str(r#"{"paths":["src/main.rs","README.md"],"ranges":[{"path":"src/lib.rs","start_line":10,"end_line":40}]}"#).unwrap();
+    c.bench_function(
+        "dispatch: decode + gate + authorize + no-op handler + encode",
+        |b| {
+            b.iter(|| {
+                let gate = authz::Gate::new(engine.clone(), "core", &facts).unwrap();
+                let cx = CallContext::new(gate);
+                let out = ready(generated::core::dispatch(
+                    &Noop,
+                    &cx,
+                    "read",
+                    black_box(arguments.clone()),
+                ));
+                black_box(out.unwrap())
+            });
+        },
+    );
+}
+
+criterion_group!(group, benches);
+criterion_main!(group);

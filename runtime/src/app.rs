@@ -32,6 +32,8 @@ pub struct App {
     pub engine: Arc<Engine>,
     /// Stored permissions and the facts that mask them.
     pub permissions: PermissionState,
+    /// `permissions` as a validated Cedar context, shared by every call.
+    pub facts: authz::Facts,
     /// Tool handlers, one set per connector.
     pub handlers: Handlers<CoreTools, DesktopTools>,
     /// The audit log.
@@ -44,7 +46,9 @@ pub struct App {
 
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("App").field("settings", &self.settings).finish_non_exhaustive()
+        f.debug_struct("App")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
     }
 }
 
@@ -58,15 +62,19 @@ pub fn served_tools() -> Result<Vec<ServedTool>, String> {
         .iter()
         .map(|spec| {
             let a = spec.annotations;
-            let mut tool = Tool::new(spec.name, spec.description, Arc::new(schema(spec.name, spec.input_schema)?))
-                .with_title(spec.title)
-                .with_annotations(ToolAnnotations::from_raw(
-                    None,
-                    Some(a.read_only),
-                    Some(a.destructive),
-                    Some(a.idempotent),
-                    Some(a.open_world),
-                ));
+            let mut tool = Tool::new(
+                spec.name,
+                spec.description,
+                Arc::new(schema(spec.name, spec.input_schema)?),
+            )
+            .with_title(spec.title)
+            .with_annotations(ToolAnnotations::from_raw(
+                None,
+                Some(a.read_only),
+                Some(a.destructive),
+                Some(a.idempotent),
+                Some(a.open_world),
+            ));
             if let Some(out) = spec.output_schema {
                 tool = tool.with_raw_output_schema(Arc::new(schema(spec.name, out)?));
             }
@@ -80,23 +88,44 @@ impl App {
     /// before serving, with every problem reported.
     pub fn start(settings: Settings) -> Result<App, Vec<String>> {
         let mut problems = Vec::new();
-        let engine = policy_set::load(settings.policies_dir.as_deref()).map_err(|e| problems.extend(e)).ok();
-        let roots = Roots::new(&settings.roots).map_err(|e| problems.push(e)).ok();
+        let engine = policy_set::load(settings.policies_dir.as_deref())
+            .map_err(|e| problems.extend(e))
+            .ok();
+        let roots = Roots::new(&settings.roots)
+            .map_err(|e| problems.push(e))
+            .ok();
         let tools = served_tools().map_err(|e| problems.push(e)).ok();
         let audit = crate::state_dir::ensure(&settings.state_dir)
             .and_then(|()| Audit::open(&settings.state_dir))
-            .map_err(|e| problems.push(format!("state directory {}: {e}", settings.state_dir.display())))
+            .map_err(|e| {
+                problems.push(format!(
+                    "state directory {}: {e}",
+                    settings.state_dir.display()
+                ))
+            })
             .ok();
-        let (Some(engine), Some(roots), Some(tools), Some(audit)) = (engine, roots, tools, audit) else {
+        let (Some(engine), Some(roots), Some(tools), Some(audit)) = (engine, roots, tools, audit)
+        else {
             return Err(problems);
         };
         let roots = Arc::new(roots);
-        let permissions = PermissionState::new(Platform::current(), settings.read_only, settings.permissions.clone());
+        let permissions = PermissionState::new(
+            Platform::current(),
+            settings.read_only,
+            settings.permissions.clone(),
+        );
+        let facts = engine
+            .facts(&permissions.snapshot())
+            .map_err(|d| vec![format!("permission snapshot: {d}")])?;
         Ok(App {
             settings,
             engine: Arc::new(engine),
             permissions,
-            handlers: Handlers { core: CoreTools::new(roots.clone()), desktop: DesktopTools },
+            facts,
+            handlers: Handlers {
+                core: CoreTools::new(roots.clone()),
+                desktop: DesktopTools,
+            },
             audit,
             tools,
             roots,
@@ -105,6 +134,8 @@ impl App {
 
     /// The connectors this platform serves, in declaration order.
     pub fn connectors(&self) -> impl Iterator<Item = &'static tool_api::ConnectorSpec> + '_ {
-        generated::CONNECTORS.iter().filter(|c| self.permissions.serves(c))
+        generated::CONNECTORS
+            .iter()
+            .filter(|c| self.permissions.serves(c))
     }
 }

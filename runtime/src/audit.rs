@@ -41,7 +41,9 @@ impl Audit {
             use std::os::unix::fs::OpenOptionsExt as _;
             options.mode(0o600);
         }
-        Ok(Audit { file: Some(Mutex::new(options.open(dir.join("audit.jsonl"))?)) })
+        Ok(Audit {
+            file: Some(Mutex::new(options.open(dir.join("audit.jsonl"))?)),
+        })
     }
 
     /// A log that records nothing (for benches and `check`).

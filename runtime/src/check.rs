@@ -17,7 +17,12 @@ pub fn run(
     if let Some(path) = surface {
         match std::fs::read_to_string(path) {
             Ok(text) => match codegen::Surface::parse(&path.display().to_string(), &text) {
-                Ok(s) => summary.push(format!("surface {}: {} tools, {} permissions", path.display(), s.tools.len(), s.permissions.len())),
+                Ok(s) => summary.push(format!(
+                    "surface {}: {} tools, {} permissions",
+                    path.display(),
+                    s.tools.len(),
+                    s.permissions.len()
+                )),
                 Err(d) => problems.extend(d.0.iter().map(ToString::to_string)),
             },
             Err(e) => problems.push(format!("{}: {e}", path.display())),
@@ -28,7 +33,11 @@ pub fn run(
             summary.push(format!(
                 "config {}{}",
                 s.config_path.display(),
-                if s.config_exists { "" } else { " (absent: fresh defaults)" }
+                if s.config_exists {
+                    ""
+                } else {
+                    " (absent: fresh defaults)"
+                }
             ));
             Some(s)
         }
@@ -44,7 +53,9 @@ pub fn run(
     match crate::policy_set::load(policies_dir.as_deref()) {
         Ok(engine) => summary.push(format!(
             "policies {}: {} valid",
-            policies_dir.as_deref().map_or("(built in)".to_string(), |d| d.display().to_string()),
+            policies_dir
+                .as_deref()
+                .map_or("(built in)".to_string(), |d| d.display().to_string()),
             engine.policy_ids().len()
         )),
         Err(e) => problems.extend(e),

@@ -89,7 +89,9 @@ fn home() -> Option<PathBuf> {
 }
 
 fn env_dir(var: &str) -> Option<PathBuf> {
-    std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// Where the config file lives when no flag or environment names one.
@@ -99,7 +101,9 @@ pub fn default_config_path() -> PathBuf {
         Platform::Macos => home().map(|h| h.join("Library/Application Support")),
         Platform::Linux => env_dir("XDG_CONFIG_HOME").or_else(|| home().map(|h| h.join(".config"))),
     };
-    base.unwrap_or_else(|| PathBuf::from(".")).join("gantry").join("config.toml")
+    base.unwrap_or_else(|| PathBuf::from("."))
+        .join("gantry")
+        .join("config.toml")
 }
 
 /// Where state lives when nothing names a state directory.
@@ -107,20 +111,29 @@ pub fn default_state_dir() -> PathBuf {
     let base = match Platform::current() {
         Platform::Windows => env_dir("LOCALAPPDATA"),
         Platform::Macos => home().map(|h| h.join("Library/Application Support")),
-        Platform::Linux => env_dir("XDG_STATE_HOME").or_else(|| home().map(|h| h.join(".local/state"))),
+        Platform::Linux => {
+            env_dir("XDG_STATE_HOME").or_else(|| home().map(|h| h.join(".local/state")))
+        }
     };
     base.unwrap_or_else(|| PathBuf::from(".")).join("gantry")
 }
 
 fn expand(raw: &str, relative_to: &Path) -> PathBuf {
-    let path = match raw.strip_prefix("~/").or_else(|| (raw == "~").then_some("")) {
+    let path = match raw
+        .strip_prefix("~/")
+        .or_else(|| (raw == "~").then_some(""))
+    {
         Some(rest) => match home() {
             Some(h) => h.join(rest),
             None => PathBuf::from(raw),
         },
         None => PathBuf::from(raw),
     };
-    if path.is_absolute() { path } else { relative_to.join(path) }
+    if path.is_absolute() {
+        path
+    } else {
+        relative_to.join(path)
+    }
 }
 
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
@@ -128,7 +141,10 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = text.get(..offset).unwrap_or("");
     let line = before.matches('\n').count() + 1;
     let start = before.rfind('\n').map_or(0, |i| i + 1);
-    (line, text.get(start..offset).map_or(1, |s| s.chars().count() + 1))
+    (
+        line,
+        text.get(start..offset).map_or(1, |s| s.chars().count() + 1),
+    )
 }
 
 impl Settings {
@@ -136,7 +152,11 @@ impl Settings {
     pub fn resolve(args: &CommonArgs) -> Result<Settings, Vec<ConfigError>> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
         let config_path = args.config.clone().unwrap_or_else(default_config_path);
-        let config_path = if config_path.is_absolute() { config_path } else { cwd.join(config_path) };
+        let config_path = if config_path.is_absolute() {
+            config_path
+        } else {
+            cwd.join(config_path)
+        };
         let shown = config_path.display().to_string();
         let mut errors = Vec::new();
 
@@ -153,18 +173,30 @@ impl Settings {
                     }]);
                 }
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (ConfigFile::default(), String::new(), false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                (ConfigFile::default(), String::new(), false)
+            }
             Err(e) => {
-                return Err(vec![ConfigError::Setting { what: format!("config file {shown}"), reason: e.to_string() }]);
+                return Err(vec![ConfigError::Setting {
+                    what: format!("config file {shown}"),
+                    reason: e.to_string(),
+                }]);
             }
         };
-        let config_dir = config_path.parent().map_or_else(|| cwd.clone(), Path::to_path_buf);
+        let config_dir = config_path
+            .parent()
+            .map_or_else(|| cwd.clone(), Path::to_path_buf);
 
         let platform = Platform::current();
-        let mut permissions: BTreeMap<&'static str, bool> =
-            generated::PERMISSIONS.iter().map(|p| (p.name, p.default.get(platform))).collect();
+        let mut permissions: BTreeMap<&'static str, bool> = generated::PERMISSIONS
+            .iter()
+            .map(|p| (p.name, p.default.get(platform)))
+            .collect();
         for (name, on) in &file.permissions {
-            match generated::PERMISSIONS.iter().find(|p| p.name == name.get_ref()) {
+            match generated::PERMISSIONS
+                .iter()
+                .find(|p| p.name == name.get_ref())
+            {
                 Some(p) => {
                     permissions.insert(p.name, *on);
                 }
@@ -175,7 +207,11 @@ impl Settings {
                         file: shown.clone(),
                         line,
                         column,
-                        reason: format!("unknown permission `{}` (known: {})", name.get_ref(), known.join(", ")),
+                        reason: format!(
+                            "unknown permission `{}` (known: {})",
+                            name.get_ref(),
+                            known.join(", ")
+                        ),
                     });
                 }
             }
@@ -186,9 +222,21 @@ impl Settings {
             .map(|v| std::env::split_paths(&v).collect())
             .unwrap_or_default();
         let roots: Vec<PathBuf> = if !args.roots.is_empty() {
-            args.roots.iter().map(|r| if r.is_absolute() { r.clone() } else { cwd.join(r) }).collect()
+            args.roots
+                .iter()
+                .map(|r| {
+                    if r.is_absolute() {
+                        r.clone()
+                    } else {
+                        cwd.join(r)
+                    }
+                })
+                .collect()
         } else if !env_roots.is_empty() {
-            env_roots.into_iter().map(|r| if r.is_absolute() { r } else { cwd.join(r) }).collect()
+            env_roots
+                .into_iter()
+                .map(|r| if r.is_absolute() { r } else { cwd.join(r) })
+                .collect()
         } else if let Some(list) = &file.roots {
             list.iter().map(|r| expand(r, &config_dir)).collect()
         } else {
@@ -202,12 +250,22 @@ impl Settings {
         }
 
         let state_dir = match (&args.state_dir, &file.state_dir) {
-            (Some(d), _) => if d.is_absolute() { d.clone() } else { cwd.join(d) },
+            (Some(d), _) => {
+                if d.is_absolute() {
+                    d.clone()
+                } else {
+                    cwd.join(d)
+                }
+            }
             (None, Some(d)) => expand(d, &config_dir),
             (None, None) => default_state_dir(),
         };
         let policies_dir = match (&args.policies, &file.policies) {
-            (Some(d), _) => Some(if d.is_absolute() { d.clone() } else { cwd.join(d) }),
+            (Some(d), _) => Some(if d.is_absolute() {
+                d.clone()
+            } else {
+                cwd.join(d)
+            }),
             (None, Some(d)) => Some(expand(d, &config_dir)),
             (None, None) => None,
         };
@@ -223,7 +281,11 @@ impl Settings {
             state_dir,
             roots,
             policies_dir,
-            host: args.host.clone().or(file.host).unwrap_or_else(|| DEFAULT_HOST.to_string()),
+            host: args
+                .host
+                .clone()
+                .or(file.host)
+                .unwrap_or_else(|| DEFAULT_HOST.to_string()),
             port: args.port.or(file.port).unwrap_or(DEFAULT_PORT),
             read_only: args.read_only.or(file.read_only).unwrap_or(false),
             permissions,
@@ -241,16 +303,31 @@ mod tests {
         if let Some(t) = text {
             std::fs::write(&path, t).unwrap_or_else(|e| panic!("{e}"));
         }
-        CommonArgs { config: Some(path), roots: vec![dir.to_path_buf()], ..CommonArgs::default() }
+        CommonArgs {
+            config: Some(path),
+            roots: vec![dir.to_path_buf()],
+            ..CommonArgs::default()
+        }
     }
 
     #[test]
     fn a_fresh_config_turns_core_on_and_desktop_to_the_platform_default() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let s = Settings::resolve(&args_with_config(dir.path(), None)).unwrap_or_else(|e| panic!("{e:?}"));
+        let s = Settings::resolve(&args_with_config(dir.path(), None))
+            .unwrap_or_else(|e| panic!("{e:?}"));
         assert!(!s.config_exists);
         assert!(!s.read_only);
-        for p in ["read", "search", "write_create", "write_edit", "write_move", "write_delete", "exec", "session_recording", "agents"] {
+        for p in [
+            "read",
+            "search",
+            "write_create",
+            "write_edit",
+            "write_move",
+            "write_delete",
+            "exec",
+            "session_recording",
+            "agents",
+        ] {
             assert_eq!(s.permissions.get(p), Some(&true), "{p}");
         }
         let windows = cfg!(windows);
@@ -263,7 +340,10 @@ mod tests {
     #[test]
     fn stored_choices_are_kept_and_flags_win() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let mut args = args_with_config(dir.path(), Some("read_only = true\nport = 9000\n[permissions]\nexec = false\ncontrol = true\n"));
+        let mut args = args_with_config(
+            dir.path(),
+            Some("read_only = true\nport = 9000\n[permissions]\nexec = false\ncontrol = true\n"),
+        );
         let s = Settings::resolve(&args).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(s.permissions.get("exec"), Some(&false));
         assert_eq!(s.permissions.get("control"), Some(&true));
@@ -279,9 +359,12 @@ mod tests {
     #[test]
     fn malformed_config_fails_closed_with_its_place() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let errs = Settings::resolve(&args_with_config(dir.path(), Some("read_only = true\nport = \"x\"\n")))
-            .err()
-            .unwrap_or_default();
+        let errs = Settings::resolve(&args_with_config(
+            dir.path(),
+            Some("read_only = true\nport = \"x\"\n"),
+        ))
+        .err()
+        .unwrap_or_default();
         assert_eq!(errs.len(), 1);
         let shown = errs[0].to_string();
         assert!(shown.contains("config.toml:2:8: invalid type"), "{shown}");
@@ -290,12 +373,27 @@ mod tests {
     #[test]
     fn unknown_permission_and_unknown_key_are_errors() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let errs = Settings::resolve(&args_with_config(dir.path(), Some("[permissions]\nread = true\nexecute = true\n")))
+        let errs = Settings::resolve(&args_with_config(
+            dir.path(),
+            Some("[permissions]\nread = true\nexecute = true\n"),
+        ))
+        .err()
+        .unwrap_or_default();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0]
+                .to_string()
+                .contains("config.toml:3:1: unknown permission `execute`"),
+            "{}",
+            errs[0]
+        );
+        let errs = Settings::resolve(&args_with_config(dir.path(), Some("readonly = true\n")))
             .err()
             .unwrap_or_default();
-        assert_eq!(errs.len(), 1, "{errs:?}");
-        assert!(errs[0].to_string().contains("config.toml:3:1: unknown permission `execute`"), "{}", errs[0]);
-        let errs = Settings::resolve(&args_with_config(dir.path(), Some("readonly = true\n"))).err().unwrap_or_default();
-        assert!(errs[0].to_string().contains("unknown field `readonly`"), "{}", errs[0]);
+        assert!(
+            errs[0].to_string().contains("unknown field `readonly`"),
+            "{}",
+            errs[0]
+        );
     }
 }

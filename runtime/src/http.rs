@@ -4,11 +4,11 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
 use http::StatusCode;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -65,7 +65,10 @@ pub async fn serve(app: Arc<App>, shutdown: CancellationToken) -> Result<(), Str
     let names: Vec<&'static str> = connectors.iter().map(|c| c.name).collect();
     let tokens = Tokens::load_or_create(&settings.state_dir, &names)?;
 
-    let ip: IpAddr = settings.host.parse().map_err(|_| format!("--host `{}` is not an IP address", settings.host))?;
+    let ip: IpAddr = settings
+        .host
+        .parse()
+        .map_err(|_| format!("--host `{}` is not an IP address", settings.host))?;
     let listener = tokio::net::TcpListener::bind((ip, settings.port))
         .await
         .map_err(|e| format!("cannot listen on {}:{}: {e}", settings.host, settings.port))?;
@@ -97,7 +100,10 @@ pub async fn serve(app: Arc<App>, shutdown: CancellationToken) -> Result<(), Str
             (c.name, service)
         })
         .collect();
-    let endpoints = Arc::new(Endpoints { tokens: tokens.clone(), services });
+    let endpoints = Arc::new(Endpoints {
+        tokens: tokens.clone(),
+        services,
+    });
     let router = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .fallback(move |request: Request| {
@@ -127,10 +133,19 @@ pub async fn serve_stdio(app: Arc<App>, connector: &str) -> Result<(), String> {
     use rmcp::ServiceExt as _;
     let Some(spec) = app.connectors().find(|c| c.name == connector) else {
         let served: Vec<&str> = app.connectors().map(|c| c.name).collect();
-        return Err(format!("connector `{connector}` is not served on this platform (served: {})", served.join(", ")));
+        return Err(format!(
+            "connector `{connector}` is not served on this platform (served: {})",
+            served.join(", ")
+        ));
     };
     let server = ConnectorServer::new(app.clone(), spec);
-    let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| format!("stdio handshake failed: {e}"))?;
-    running.waiting().await.map_err(|e| format!("stdio server failed: {e}"))?;
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("stdio handshake failed: {e}"))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| format!("stdio server failed: {e}"))?;
     Ok(())
 }

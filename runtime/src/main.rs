@@ -32,7 +32,7 @@ fn fail(problems: &[String]) -> ExitCode {
 async fn shutdown_signal(token: CancellationToken) {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{signal, SignalKind};
+        use tokio::signal::unix::{SignalKind, signal};
         let mut term = match signal(SignalKind::terminate()) {
             Ok(s) => s,
             Err(_) => {
@@ -58,8 +58,13 @@ fn main() -> ExitCode {
     init_logging();
     match cli.command {
         Command::Check(args) => {
-            let settings = Settings::resolve(&args.common).map_err(|e| e.iter().map(ToString::to_string).collect());
-            let (problems, summary) = runtime::check::run(settings, args.common.policies.as_deref(), args.surface.as_deref());
+            let settings = Settings::resolve(&args.common)
+                .map_err(|e| e.iter().map(ToString::to_string).collect());
+            let (problems, summary) = runtime::check::run(
+                settings,
+                args.common.policies.as_deref(),
+                args.surface.as_deref(),
+            );
             if problems.is_empty() {
                 for line in summary {
                     println!("ok: {line}");
@@ -82,7 +87,10 @@ fn main() -> ExitCode {
                 Ok(a) => Arc::new(a),
                 Err(e) => return fail(&e),
             };
-            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(r) => r,
                 Err(e) => return fail(&[format!("cannot start the async runtime: {e}")]),
             };

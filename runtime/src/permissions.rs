@@ -16,7 +16,11 @@ pub struct PermissionState {
 impl PermissionState {
     /// State for `platform` from stored choices (missing ones count as off).
     pub fn new(platform: Platform, read_only: bool, stored: BTreeMap<&'static str, bool>) -> Self {
-        Self { platform, read_only, stored }
+        Self {
+            platform,
+            read_only,
+            stored,
+        }
     }
 
     /// On as stored and possible on this platform (read-only mode not applied).
@@ -30,7 +34,10 @@ impl PermissionState {
 
     /// In effect: available and not masked by read-only mode.
     pub fn effective(&self, name: &str) -> bool {
-        let mutates = generated::PERMISSIONS.iter().find(|p| p.name == name).is_some_and(|p| p.mutates);
+        let mutates = generated::PERMISSIONS
+            .iter()
+            .find(|p| p.name == name)
+            .is_some_and(|p| p.mutates);
         self.available(name) && !(self.read_only && mutates)
     }
 
@@ -45,7 +52,10 @@ impl PermissionState {
         authz::Snapshot {
             platform: self.platform.name(),
             read_only: self.read_only,
-            permissions: generated::PERMISSIONS.iter().map(|p| (p.name, self.available(p.name))).collect(),
+            permissions: generated::PERMISSIONS
+                .iter()
+                .map(|p| (p.name, self.available(p.name)))
+                .collect(),
         }
     }
 
@@ -55,9 +65,14 @@ impl PermissionState {
     }
 
     /// The tools `connector` lists right now, in declaration order.
-    pub fn published<'a>(&'a self, connector: &'a str) -> impl Iterator<Item = &'static ToolSpec> + 'a {
+    pub fn published<'a>(
+        &'a self,
+        connector: &'a str,
+    ) -> impl Iterator<Item = &'static ToolSpec> + 'a {
         generated::TOOLS.iter().filter(move |t| {
-            t.connector == connector && t.platforms.contains(&self.platform) && t.published(|p| self.effective(p))
+            t.connector == connector
+                && t.platforms.contains(&self.platform)
+                && t.published(|p| self.effective(p))
         })
     }
 }
@@ -67,7 +82,10 @@ mod tests {
     use super::*;
 
     fn all_on() -> BTreeMap<&'static str, bool> {
-        generated::PERMISSIONS.iter().map(|p| (p.name, true)).collect()
+        generated::PERMISSIONS
+            .iter()
+            .map(|p| (p.name, true))
+            .collect()
     }
 
     fn names(state: &PermissionState, connector: &str) -> Vec<&'static str> {
@@ -78,10 +96,31 @@ mod tests {
     fn find_replaces_the_shell_only_when_exec_is_off() {
         let mut stored = all_on();
         let on = PermissionState::new(Platform::Linux, false, stored.clone());
-        assert_eq!(names(&on, "core"), ["read", "view_image", "apply_patch", "exec_command", "write_stdin", "session", "agents"]);
+        assert_eq!(
+            names(&on, "core"),
+            [
+                "read",
+                "view_image",
+                "apply_patch",
+                "exec_command",
+                "write_stdin",
+                "session",
+                "agents"
+            ]
+        );
         stored.insert("exec", false);
         let off = PermissionState::new(Platform::Linux, false, stored);
-        assert_eq!(names(&off, "core"), ["read", "view_image", "find", "apply_patch", "session", "agents"]);
+        assert_eq!(
+            names(&off, "core"),
+            [
+                "read",
+                "view_image",
+                "find",
+                "apply_patch",
+                "session",
+                "agents"
+            ]
+        );
     }
 
     #[test]
@@ -91,7 +130,10 @@ mod tests {
         assert!(!state.effective("exec"));
         assert!(!state.effective("write_edit"));
         // exec off by read-only: find becomes the search path; apply_patch has no write left.
-        assert_eq!(names(&state, "core"), ["read", "view_image", "find", "session"]);
+        assert_eq!(
+            names(&state, "core"),
+            ["read", "view_image", "find", "session"]
+        );
         let snap = state.snapshot();
         assert!(snap.read_only);
         assert!(snap.permissions.contains(&("exec", true)));

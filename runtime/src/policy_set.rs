@@ -11,13 +11,17 @@ include!(concat!(env!("OUT_DIR"), "/builtin_policies.rs"));
 pub fn builtin() -> Vec<PolicyFile> {
     BUILTIN_POLICIES
         .iter()
-        .map(|(name, text)| PolicyFile { name: format!("policies/{name}"), text: (*text).to_string() })
+        .map(|(name, text)| PolicyFile {
+            name: format!("policies/{name}"),
+            text: (*text).to_string(),
+        })
         .collect()
 }
 
 /// Every `*.cedar` file of `dir`, sorted by name.
 pub fn from_dir(dir: &Path) -> Result<Vec<PolicyFile>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("policy directory {}: {e}", dir.display()))?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("policy directory {}: {e}", dir.display()))?;
     let mut paths: Vec<_> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -25,13 +29,19 @@ pub fn from_dir(dir: &Path) -> Result<Vec<PolicyFile>, String> {
         .collect();
     paths.sort();
     if paths.is_empty() {
-        return Err(format!("policy directory {} holds no .cedar file", dir.display()));
+        return Err(format!(
+            "policy directory {} holds no .cedar file",
+            dir.display()
+        ));
     }
     paths
         .into_iter()
         .map(|p| {
             let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            Ok(PolicyFile { name: p.display().to_string(), text })
+            Ok(PolicyFile {
+                name: p.display().to_string(),
+                text,
+            })
         })
         .collect()
 }
@@ -42,5 +52,6 @@ pub fn load(dir: Option<&Path>) -> Result<Engine, Vec<String>> {
         Some(d) => from_dir(d).map_err(|e| vec![e])?,
         None => builtin(),
     };
-    Engine::load(generated::CEDAR_SCHEMA, &files).map_err(|errs| errs.iter().map(LoadError::to_string).collect())
+    Engine::load(generated::CEDAR_SCHEMA, &files)
+        .map_err(|errs| errs.iter().map(LoadError::to_string).collect())
 }

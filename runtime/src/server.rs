@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -34,16 +34,36 @@ impl ConnectorServer {
 
     /// The tools this connector lists right now.
     pub fn listed(&self) -> Vec<Tool> {
-        let published: Vec<&str> = self.app.permissions.published(self.connector.name).map(|t| t.name).collect();
-        self.app.tools.iter().filter(|t| published.contains(&t.spec.name)).map(|t| t.tool.clone()).collect()
+        let published: Vec<&str> = self
+            .app
+            .permissions
+            .published(self.connector.name)
+            .map(|t| t.name)
+            .collect();
+        self.app
+            .tools
+            .iter()
+            .filter(|t| published.contains(&t.spec.name))
+            .map(|t| t.tool.clone())
+            .collect()
     }
 
     /// Runs one call through the generated dispatch.
-    pub async fn call(&self, name: &str, arguments: rmcp::model::JsonObject) -> Result<Encoded, ToolError> {
-        let snapshot = self.app.permissions.snapshot();
-        let gate = authz::Gate::new(self.app.engine.clone(), self.connector.name, &snapshot)?;
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: rmcp::model::JsonObject,
+    ) -> Result<Encoded, ToolError> {
+        let gate = authz::Gate::new(
+            self.app.engine.clone(),
+            self.connector.name,
+            &self.app.facts,
+        )?;
         let cx = CallContext::new(gate);
-        self.app.handlers.dispatch(self.connector.name, &cx, name, arguments).await
+        self.app
+            .handlers
+            .dispatch(self.connector.name, &cx, name, arguments)
+            .await
     }
 }
 
@@ -51,7 +71,12 @@ fn to_result(outcome: Result<Encoded, ToolError>) -> CallToolResult {
     match outcome {
         Ok(encoded) => {
             let mut content = vec![ContentBlock::text(encoded.text)];
-            content.extend(encoded.images.into_iter().map(|i| ContentBlock::image(i.data, i.mime)));
+            content.extend(
+                encoded
+                    .images
+                    .into_iter()
+                    .map(|i| ContentBlock::image(i.data, i.mime)),
+            );
             let mut result = CallToolResult::success(content);
             result.structured_content = Some(encoded.structured);
             result
@@ -62,9 +87,19 @@ fn to_result(outcome: Result<Encoded, ToolError>) -> CallToolResult {
 
 fn labels(cx: &RequestContext<RoleServer>) -> Vec<(&'static str, String)> {
     // Labels correlate audit lines with the client's conversation; they never authorize.
-    const KEYS: [&str; MAX_LABELS] = ["openai/session", "openai/subject", "openai/userAgent", "openai/locale"];
+    const KEYS: [&str; MAX_LABELS] = [
+        "openai/session",
+        "openai/subject",
+        "openai/userAgent",
+        "openai/locale",
+    ];
     KEYS.iter()
-        .filter_map(|k| cx.meta.get(*k).and_then(|v| v.as_str()).map(|v| (*k, v.chars().take(MAX_LABEL_CHARS).collect())))
+        .filter_map(|k| {
+            cx.meta
+                .get(*k)
+                .and_then(|v| v.as_str())
+                .map(|v| (*k, v.chars().take(MAX_LABEL_CHARS).collect()))
+        })
         .collect()
 }
 
@@ -98,7 +133,9 @@ impl ServerHandler for ConnectorServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
         let name: String = request.name.chars().take(64).collect();
-        let outcome = self.call(&request.name, request.arguments.unwrap_or_default()).await;
+        let outcome = self
+            .call(&request.name, request.arguments.unwrap_or_default())
+            .await;
         let code = match &outcome {
             Ok(_) => "ok",
             Err(e) => e.code.as_str(),
@@ -106,7 +143,9 @@ impl ServerHandler for ConnectorServer {
         let duration = started.elapsed();
         tracing::info!(connector = self.connector.name, tool = %name, outcome = code, duration_us = duration.as_micros() as u64, "tool call");
         self.app.audit.record(&Entry {
-            ts_ms: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis()),
+            ts_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis()),
             connector: self.connector.name,
             tool: &name,
             outcome: code,

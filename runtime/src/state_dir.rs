@@ -51,7 +51,9 @@ pub struct Tokens {
 impl std::fmt::Debug for Tokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print a token.
-        f.debug_struct("Tokens").field("connectors", &self.by_connector.len()).finish()
+        f.debug_struct("Tokens")
+            .field("connectors", &self.by_connector.len())
+            .finish()
     }
 }
 
@@ -64,7 +66,9 @@ impl Tokens {
     pub fn load_or_create(dir: &Path, connectors: &[&'static str]) -> Result<Tokens, String> {
         let path = tokens_path(dir);
         let mut stored: toml::Table = match std::fs::read_to_string(&path) {
-            Ok(text) => text.parse().map_err(|e: toml::de::Error| format!("{}: {}", path.display(), e.message()))?,
+            Ok(text) => text
+                .parse()
+                .map_err(|e: toml::de::Error| format!("{}: {}", path.display(), e.message()))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
@@ -87,14 +91,18 @@ impl Tokens {
                 "# gantry connector secrets. Anyone with one of these can use that connector.\n{}",
                 toml::to_string(&stored).map_err(|e| e.to_string())?
             );
-            write_private(&path, text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+            write_private(&path, text.as_bytes())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
         }
         Ok(Tokens { by_connector })
     }
 
     /// The token of `connector`.
     pub fn get(&self, connector: &str) -> Option<&str> {
-        self.by_connector.iter().find(|(c, _)| *c == connector).map(|(_, t)| t.as_str())
+        self.by_connector
+            .iter()
+            .find(|(c, _)| *c == connector)
+            .map(|(_, t)| t.as_str())
     }
 
     /// The connector whose token is `candidate`. Compares against every token in constant
@@ -102,7 +110,8 @@ impl Tokens {
     pub fn connector_for(&self, candidate: &str) -> Option<&'static str> {
         let mut found = None;
         for (c, token) in &self.by_connector {
-            let equal = token.len() == candidate.len() && bool::from(token.as_bytes().ct_eq(candidate.as_bytes()));
+            let equal = token.len() == candidate.len()
+                && bool::from(token.as_bytes().ct_eq(candidate.as_bytes()));
             if equal {
                 found = Some(*c);
             }
@@ -118,8 +127,10 @@ mod tests {
     #[test]
     fn tokens_are_created_once_private_and_distinct() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let a = Tokens::load_or_create(dir.path(), &["core", "desktop"]).unwrap_or_else(|e| panic!("{e}"));
-        let b = Tokens::load_or_create(dir.path(), &["core", "desktop"]).unwrap_or_else(|e| panic!("{e}"));
+        let a = Tokens::load_or_create(dir.path(), &["core", "desktop"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let b = Tokens::load_or_create(dir.path(), &["core", "desktop"])
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.get("core"), b.get("core"));
         assert_ne!(a.get("core"), a.get("desktop"));
         assert_eq!(a.get("core").map(str::len), Some(43));
@@ -130,7 +141,8 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(dir.path().join("tokens.toml")).map(|m| m.permissions().mode() & 0o777);
+            let mode = std::fs::metadata(dir.path().join("tokens.toml"))
+                .map(|m| m.permissions().mode() & 0o777);
             assert_eq!(mode.ok(), Some(0o600));
         }
         assert!(!format!("{a:?}").contains(&core));

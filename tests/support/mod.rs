@@ -69,10 +69,16 @@ impl Sandbox {
         let args = self.args();
         let cwd = self.root();
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let transport = TokioChildProcess::new(tokio::process::Command::new(gantry()).configure(|cmd| {
-            cmd.arg("serve").arg("--stdio").args(&args).args(&extra).current_dir(&cwd).env("GANTRY_LOG", "warn");
-        }))
-        .unwrap();
+        let transport =
+            TokioChildProcess::new(tokio::process::Command::new(gantry()).configure(|cmd| {
+                cmd.arg("serve")
+                    .arg("--stdio")
+                    .args(&args)
+                    .args(&extra)
+                    .current_dir(&cwd)
+                    .env("GANTRY_LOG", "warn");
+            }))
+            .unwrap();
         ().serve(transport).await.unwrap()
     }
 
@@ -95,10 +101,16 @@ impl Sandbox {
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let mut urls = HashMap::new();
         // One line per served connector; on Linux that is `core` only.
-        let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await.unwrap().unwrap().unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         let (name, url) = first.split_once(' ').unwrap();
         urls.insert(name.to_string(), url.to_string());
-        while let Ok(Ok(Some(line))) = tokio::time::timeout(Duration::from_millis(200), lines.next_line()).await {
+        while let Ok(Ok(Some(line))) =
+            tokio::time::timeout(Duration::from_millis(200), lines.next_line()).await
+        {
             if let Some((name, url)) = line.split_once(' ') {
                 urls.insert(name.to_string(), url.to_string());
             }
@@ -126,24 +138,40 @@ impl HttpServer {
 
     pub fn token(&self, connector: &str) -> String {
         let url = self.url(connector);
-        url.rsplitn(3, '/').nth(1).unwrap().to_string()
+        url.rsplit('/').nth(1).unwrap().to_string()
     }
 
     pub async fn client(&self, connector: &str) -> RunningService<RoleClient, ()> {
-        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(self.url(connector).to_string());
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(
+            self.url(connector).to_string(),
+        );
         ().serve(transport).await.unwrap()
     }
 }
 
 /// Calls a tool with JSON arguments.
-pub async fn call(client: &RunningService<RoleClient, ()>, name: &str, args: serde_json::Value) -> CallToolResult {
-    let serde_json::Value::Object(args) = args else { panic!("arguments must be an object") };
-    client.call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(args)).await.unwrap()
+pub async fn call(
+    client: &RunningService<RoleClient, ()>,
+    name: &str,
+    args: serde_json::Value,
+) -> CallToolResult {
+    let serde_json::Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(args))
+        .await
+        .unwrap()
 }
 
 /// The text of the first content block.
 pub fn text(result: &CallToolResult) -> String {
-    result.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default()
+    result
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default()
 }
 
 pub fn is_error(result: &CallToolResult) -> bool {
@@ -153,7 +181,9 @@ pub fn is_error(result: &CallToolResult) -> bool {
 /// The declared tools of `connector` on Linux with a fresh config, computed from surface.toml
 /// itself (not from the runtime's publication logic).
 pub fn declared_fresh_linux_tools(connector: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../surface.toml")).unwrap();
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../surface.toml"))
+            .unwrap();
     let surface = codegen::Surface::parse("surface.toml", &text).unwrap();
     let linux = codegen::Platform::Linux;
     let on = |p: &str| {

@@ -30,6 +30,8 @@ impl CallContext {
         resource: &R,
         value: T,
     ) -> Result<Authorized<T>, ToolError> {
-        self.gate.authorize(action, resource, value).map_err(ToolError::from)
+        self.gate
+            .authorize(action, resource, value)
+            .map_err(ToolError::from)
     }
 }

@@ -79,7 +79,10 @@ fn bounded(mut message: String) -> String {
 impl ToolError {
     /// An error with `code`; the message is cut to [`MAX_MESSAGE_BYTES`].
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: bounded(message.into()) }
+        Self {
+            code,
+            message: bounded(message.into()),
+        }
     }
 
     /// `INVALID_INPUT`.
@@ -91,7 +94,9 @@ impl ToolError {
     pub fn not_implemented(tool: &str) -> Self {
         Self::new(
             ErrorCode::NotImplemented,
-            format!("`{tool}` is declared in gantry's surface but not implemented yet in this build"),
+            format!(
+                "`{tool}` is declared in gantry's surface but not implemented yet in this build"
+            ),
         )
     }
 

@@ -11,10 +11,13 @@ mod spec;
 
 pub use authz::{ActionId, AttrValue, Authorized, Host, Resource};
 pub use context::CallContext;
-pub use decode::{decode, Validate};
+pub use decode::{Validate, decode};
 pub use error::{ErrorCode, ToolError};
-pub use reply::{encode, Encoded, Image, NoOutput, Reply};
-pub use spec::{Annotations, ConnectorSpec, OperationSpec, PermissionSpec, Platform, PlatformFlags, Status, ToolSpec};
+pub use reply::{Encoded, Image, NoOutput, Reply, encode};
+pub use spec::{
+    Annotations, ConnectorSpec, OperationSpec, PermissionSpec, Platform, PlatformFlags, Status,
+    ToolSpec,
+};
 
 /// A JSON object, as tool arguments arrive.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;

@@ -28,7 +28,11 @@ pub struct Reply<T> {
 impl<T> Reply<T> {
     /// A reply whose text is the JSON of `output`.
     pub fn new(output: T) -> Self {
-        Self { output, text: None, images: Vec::new() }
+        Self {
+            output,
+            text: None,
+            images: Vec::new(),
+        }
     }
 }
 
@@ -49,11 +53,19 @@ pub struct Encoded {
 
 /// Serializes a reply.
 pub fn encode<T: Serialize>(reply: Reply<T>) -> Result<Encoded, ToolError> {
-    let structured = serde_json::to_value(&reply.output)
-        .map_err(|e| ToolError::new(crate::ErrorCode::Internal, format!("result does not serialize: {e}")))?;
+    let structured = serde_json::to_value(&reply.output).map_err(|e| {
+        ToolError::new(
+            crate::ErrorCode::Internal,
+            format!("result does not serialize: {e}"),
+        )
+    })?;
     let text = match reply.text {
         Some(t) => t,
         None => structured.to_string(),
     };
-    Ok(Encoded { structured, text, images: reply.images })
+    Ok(Encoded {
+        structured,
+        text,
+        images: reply.images,
+    })
 }

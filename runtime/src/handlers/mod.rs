@@ -25,14 +25,20 @@ impl CoreTools {
 }
 
 /// Runs blocking filesystem work off the async workers.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ToolError> {
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ToolError> {
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| ToolError::new(ErrorCode::Internal, format!("worker failed: {e}")))
 }
 
 impl CoreHandlers for CoreTools {
-    async fn read(&self, call: Authorized<ReadArgs>, cx: &CallContext) -> Result<Reply<ReadOutput>, ToolError> {
+    async fn read(
+        &self,
+        call: Authorized<ReadArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<ReadOutput>, ToolError> {
         let roots = self.roots.clone();
         let cx = cx.clone();
         let args = call.into_inner();

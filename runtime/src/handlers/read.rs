@@ -1,6 +1,6 @@
 //! `read`: many paths in one call, whole files by default, bounded per file and per call.
 
-use generated::core::{actions, limits, ReadArgs, ReadOutput};
+use generated::core::{ReadArgs, ReadOutput, actions, limits};
 use generated::types::{DirEntry, DirEntryKind, ReadEntry, ReadEntryKind};
 use tool_api::{CallContext, ErrorCode, Reply, ToolError};
 
@@ -31,28 +31,52 @@ fn entry(path: &str, kind: ReadEntryKind) -> ReadEntry {
 }
 
 fn error_entry(path: &str, e: &ToolError) -> ReadEntry {
-    ReadEntry { error_code: Some(e.code.as_str().to_string()), note: Some(e.message.clone()), ..entry(path, ReadEntryKind::Error) }
+    ReadEntry {
+        error_code: Some(e.code.as_str().to_string()),
+        note: Some(e.message.clone()),
+        ..entry(path, ReadEntryKind::Error)
+    }
 }
 
 fn clamp(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-pub(super) fn run(roots: &Roots, cx: &CallContext, args: ReadArgs) -> Result<Reply<ReadOutput>, ToolError> {
+pub(super) fn run(
+    roots: &Roots,
+    cx: &CallContext,
+    args: ReadArgs,
+) -> Result<Reply<ReadOutput>, ToolError> {
     let per_file = usize::try_from(limits::read::MAX_FILE_BYTES).unwrap_or(usize::MAX);
     let mut remaining = usize::try_from(limits::read::MAX_TOTAL_BYTES).unwrap_or(usize::MAX);
     let max_entries = usize::try_from(limits::read::MAX_DIR_ENTRIES).unwrap_or(usize::MAX);
 
-    let mut requests: Vec<Request> = args.paths.unwrap_or_default().into_iter().map(|path| Request { path, start: 1, end: None }).collect();
+    let mut requests: Vec<Request> = args
+        .paths
+        .unwrap_or_default()
+        .into_iter()
+        .map(|path| Request {
+            path,
+            start: 1,
+            end: None,
+        })
+        .collect();
     for r in args.ranges.unwrap_or_default() {
         let start = u64::try_from(r.start_line.unwrap_or(1)).unwrap_or(1);
         let end = r.end_line.and_then(|e| u64::try_from(e).ok());
         if let Some(e) = end
             && e < start
         {
-            return Err(ToolError::invalid_input(format!("ranges: `{}` ends (line {e}) before it starts (line {start})", r.path)));
+            return Err(ToolError::invalid_input(format!(
+                "ranges: `{}` ends (line {e}) before it starts (line {start})",
+                r.path
+            )));
         }
-        requests.push(Request { path: r.path, start, end });
+        requests.push(Request {
+            path: r.path,
+            start,
+            end,
+        });
     }
 
     let mut entries = Vec::with_capacity(requests.len());
@@ -70,21 +94,41 @@ pub(super) fn run(roots: &Roots, cx: &CallContext, args: ReadArgs) -> Result<Rep
             Ok(t) => t,
             Err(mut e) => {
                 if e.code == ErrorCode::PathNotAllowed {
-                    e.message = format!("{}: {} ({} approved root(s))", req.path, e.message, roots.len());
+                    e.message = format!(
+                        "{}: {} ({} approved root(s))",
+                        req.path,
+                        e.message,
+                        roots.len()
+                    );
                 }
                 entries.push(error_entry(&req.path, &e));
                 continue;
             }
         };
         match target.kind {
-            Kind::Missing => entries.push(error_entry(&req.path, &ToolError::new(ErrorCode::NotFound, format!("{}: no such file or directory", req.path)))),
-            Kind::Special => entries.push(error_entry(&req.path, &ToolError::new(ErrorCode::PathNotAllowed, format!("{}: not a regular file", req.path)))),
+            Kind::Missing => entries.push(error_entry(
+                &req.path,
+                &ToolError::new(
+                    ErrorCode::NotFound,
+                    format!("{}: no such file or directory", req.path),
+                ),
+            )),
+            Kind::Special => entries.push(error_entry(
+                &req.path,
+                &ToolError::new(
+                    ErrorCode::PathNotAllowed,
+                    format!("{}: not a regular file", req.path),
+                ),
+            )),
             Kind::Dir => match fs::list_dir(&target, max_entries) {
                 Ok((list, total)) => {
                     let mut e = entry(&req.path, ReadEntryKind::Directory);
                     if total > list.len() {
                         truncated = true;
-                        e.note = Some(format!("{total} entries; the first {} are listed", list.len()));
+                        e.note = Some(format!(
+                            "{total} entries; the first {} are listed",
+                            list.len()
+                        ));
                     }
                     e.entries = Some(
                         list.into_iter()
@@ -103,14 +147,20 @@ pub(super) fn run(roots: &Roots, cx: &CallContext, args: ReadArgs) -> Result<Rep
                     );
                     entries.push(e);
                 }
-                Err(err) => entries.push(error_entry(&req.path, &ToolError::os(format!("{}: cannot list", req.path), &err))),
+                Err(err) => entries.push(error_entry(
+                    &req.path,
+                    &ToolError::os(format!("{}: cannot list", req.path), &err),
+                )),
             },
             Kind::File => {
                 if remaining == 0 {
                     truncated = true;
                     let mut e = entry(&req.path, ReadEntryKind::Error);
                     e.error_code = Some(ErrorCode::OutputLimit.as_str().to_string());
-                    e.note = Some("not read: this call already returned its 512 KB; read it in another call".into());
+                    e.note = Some(
+                        "not read: this call already returned its 512 KB; read it in another call"
+                            .into(),
+                    );
                     entries.push(e);
                     continue;
                 }
@@ -121,7 +171,11 @@ pub(super) fn run(roots: &Roots, cx: &CallContext, args: ReadArgs) -> Result<Rep
                         let mut e = entry(&req.path, ReadEntryKind::Text);
                         if let Some(next) = slice.next_start_line {
                             truncated = true;
-                            let why = if budget < per_file { "the call's 512 KB" } else { "the 256 KB per-file cap" };
+                            let why = if budget < per_file {
+                                "the call's 512 KB"
+                            } else {
+                                "the 256 KB per-file cap"
+                            };
                             e.note = Some(slice.note.map_or_else(
                                 || format!("cut at {why}; continue with start_line {next}"),
                                 |n| format!("{n}; continue with start_line {next}"),
@@ -137,14 +191,24 @@ pub(super) fn run(roots: &Roots, cx: &CallContext, args: ReadArgs) -> Result<Rep
                         entries.push(e);
                     }
                     Ok(Content::Binary { size, mime }) => {
-                        let kind = if mime.is_some_and(|m| m.starts_with("image/")) { ReadEntryKind::Image } else { ReadEntryKind::Binary };
+                        let kind = if mime.is_some_and(|m| m.starts_with("image/")) {
+                            ReadEntryKind::Image
+                        } else {
+                            ReadEntryKind::Binary
+                        };
                         let mut e = entry(&req.path, kind);
                         e.size = Some(clamp(size));
                         e.mime = mime.map(str::to_string);
-                        e.note = Some(format!("{} file, {size} bytes; not shown as text", mime.unwrap_or("binary")));
+                        e.note = Some(format!(
+                            "{} file, {size} bytes; not shown as text",
+                            mime.unwrap_or("binary")
+                        ));
                         entries.push(e);
                     }
-                    Err(err) => entries.push(error_entry(&req.path, &ToolError::os(format!("{}: cannot read", req.path), &err))),
+                    Err(err) => entries.push(error_entry(
+                        &req.path,
+                        &ToolError::os(format!("{}: cannot read", req.path), &err),
+                    )),
                 }
             }
         }

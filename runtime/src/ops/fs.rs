@@ -47,7 +47,10 @@ pub fn list_dir(dir: &Authorized<Resolved>, max: usize) -> std::io::Result<(Vec<
         entries.push(Entry {
             name: item.file_name().to_string_lossy().into_owned(),
             kind,
-            size: meta.as_ref().filter(|m| m.is_file()).map(std::fs::Metadata::len),
+            size: meta
+                .as_ref()
+                .filter(|m| m.is_file())
+                .map(std::fs::Metadata::len),
             mtime: meta.and_then(|m| m.modified().ok()).map(rfc3339),
         });
     }
@@ -134,10 +137,13 @@ pub fn read_text(
     }
     let bom = head.starts_with(b"\xef\xbb\xbf");
     let body = if bom { &head[3..] } else { &head[..] };
-    let looks_binary = body.contains(&0)
-        || matches!(std::str::from_utf8(body), Err(e) if e.error_len().is_some());
+    let looks_binary =
+        body.contains(&0) || matches!(std::str::from_utf8(body), Err(e) if e.error_len().is_some());
     if looks_binary {
-        return Ok(Content::Binary { size, mime: sniff_mime(&head) });
+        return Ok(Content::Binary {
+            size,
+            mime: sniff_mime(&head),
+        });
     }
 
     let f = File::open(&file.path)?;
@@ -187,16 +193,33 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(filled)
 }
 
-fn read_utf16(file: &Authorized<Resolved>, size: u64, start: u64, end: Option<u64>, budget: usize) -> std::io::Result<Content> {
+fn read_utf16(
+    file: &Authorized<Resolved>,
+    size: u64,
+    start: u64,
+    end: Option<u64>,
+    budget: usize,
+) -> std::io::Result<Content> {
     // UTF-16 is decoded whole; refuse to hold more than a bounded amount.
     const MAX_UTF16: u64 = 32 * 1024 * 1024;
     if size > MAX_UTF16 {
-        return Ok(Content::Binary { size, mime: Some("text/plain; charset=utf-16") });
+        return Ok(Content::Binary {
+            size,
+            mime: Some("text/plain; charset=utf-16"),
+        });
     }
     let bytes = std::fs::read(&file.path)?;
     let le = bytes.starts_with(b"\xff\xfe");
-    let units = bytes[2..].chunks_exact(2).map(|c| if le { u16::from_le_bytes([c[0], c[1]]) } else { u16::from_be_bytes([c[0], c[1]]) });
-    let text: String = char::decode_utf16(units).map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)).collect();
+    let units = bytes[2..].chunks_exact(2).map(|c| {
+        if le {
+            u16::from_le_bytes([c[0], c[1]])
+        } else {
+            u16::from_be_bytes([c[0], c[1]])
+        }
+    });
+    let text: String = char::decode_utf16(units)
+        .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
+        .collect();
     let mut lines = LineWindow::new(start, end, budget);
     for line in text.split_inclusive('\n') {
         if !lines.push(line.as_bytes()) {
@@ -207,7 +230,9 @@ fn read_utf16(file: &Authorized<Resolved>, size: u64, start: u64, end: Option<u6
     if slice.total_lines.is_none() {
         slice.total_lines = Some(text.split_inclusive('\n').count() as u64);
     }
-    slice.note = Some(slice.note.map_or("decoded from UTF-16".to_string(), |n| format!("decoded from UTF-16; {n}")));
+    slice.note = Some(slice.note.map_or("decoded from UTF-16".to_string(), |n| {
+        format!("decoded from UTF-16; {n}")
+    }));
     Ok(Content::Text(slice))
 }
 
@@ -227,7 +252,18 @@ struct LineWindow {
 
 impl LineWindow {
     fn new(start: u64, end: Option<u64>, budget: usize) -> Self {
-        Self { start: start.max(1), end, budget, line: 0, text: String::new(), first: None, last: 0, next: None, note: None, done: false }
+        Self {
+            start: start.max(1),
+            end,
+            budget,
+            line: 0,
+            text: String::new(),
+            first: None,
+            last: 0,
+            next: None,
+            note: None,
+            done: false,
+        }
     }
 
     /// Takes one line (with its ending); false once nothing more is wanted.
@@ -254,7 +290,10 @@ impl LineWindow {
                 self.text.push_str(&line[..cut]);
                 self.first = Some(self.line);
                 self.last = self.line;
-                self.note = Some(format!("line {} is longer than {} bytes and was cut", self.line, self.budget));
+                self.note = Some(format!(
+                    "line {} is longer than {} bytes and was cut",
+                    self.line, self.budget
+                ));
                 self.next = Some(self.line + 1);
             } else {
                 self.next = Some(self.line);
@@ -297,19 +336,39 @@ mod tests {
     #[test]
     fn a_whole_small_text_comes_back_with_its_line_count() {
         let s = window("a\nb\nc", 1, None, 100);
-        assert_eq!((s.text.as_str(), s.start_line, s.end_line, s.total_lines, s.next_start_line), ("a\nb\nc", 1, 3, Some(3), None));
+        assert_eq!(
+            (
+                s.text.as_str(),
+                s.start_line,
+                s.end_line,
+                s.total_lines,
+                s.next_start_line
+            ),
+            ("a\nb\nc", 1, 3, Some(3), None)
+        );
     }
 
     #[test]
     fn the_budget_cuts_on_a_line_boundary_and_says_where_to_continue() {
         let s = window("aaaa\nbbbb\ncccc\n", 1, None, 12);
-        assert_eq!((s.text.as_str(), s.end_line, s.next_start_line, s.total_lines), ("aaaa\nbbbb\n", 2, Some(3), None));
+        assert_eq!(
+            (
+                s.text.as_str(),
+                s.end_line,
+                s.next_start_line,
+                s.total_lines
+            ),
+            ("aaaa\nbbbb\n", 2, Some(3), None)
+        );
     }
 
     #[test]
     fn ranges_select_lines() {
         let s = window("1\n2\n3\n4\n", 2, Some(3), 100);
-        assert_eq!((s.text.as_str(), s.start_line, s.end_line, s.next_start_line), ("2\n3\n", 2, 3, None));
+        assert_eq!(
+            (s.text.as_str(), s.start_line, s.end_line, s.next_start_line),
+            ("2\n3\n", 2, 3, None)
+        );
     }
 
     #[test]

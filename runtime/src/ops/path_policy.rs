@@ -71,7 +71,8 @@ impl Roots {
     pub fn new(configured: &[PathBuf]) -> Result<Roots, String> {
         let mut roots = Vec::new();
         for r in configured {
-            let canonical = std::fs::canonicalize(r).map_err(|e| format!("approved root {}: {e}", r.display()))?;
+            let canonical = std::fs::canonicalize(r)
+                .map_err(|e| format!("approved root {}: {e}", r.display()))?;
             if !canonical.is_dir() {
                 return Err(format!("approved root {} is not a directory", r.display()));
             }
@@ -114,9 +115,19 @@ impl Roots {
             return Err(ToolError::invalid_input("path contains a NUL byte"));
         }
         let raw = Path::new(given);
-        let absolute = if raw.is_absolute() { raw.to_path_buf() } else { base.unwrap_or(self.first()).join(raw) };
-        let (path, kind) = resolve_os(&absolute).map_err(|e| ToolError::os(format!("{given}: cannot resolve"), &e))?;
-        Ok(Resolved { given: given.to_string(), inside_root: self.contains(&path), path, kind })
+        let absolute = if raw.is_absolute() {
+            raw.to_path_buf()
+        } else {
+            base.unwrap_or(self.first()).join(raw)
+        };
+        let (path, kind) = resolve_os(&absolute)
+            .map_err(|e| ToolError::os(format!("{given}: cannot resolve"), &e))?;
+        Ok(Resolved {
+            given: given.to_string(),
+            inside_root: self.contains(&path),
+            path,
+            kind,
+        })
     }
 }
 
@@ -133,7 +144,9 @@ fn resolve_os(absolute: &Path) -> std::io::Result<(PathBuf, Kind)> {
             let mut rest: Vec<Component<'_>> = Vec::new();
             let mut ancestor = absolute;
             loop {
-                let Some(parent) = ancestor.parent() else { return Err(e) };
+                let Some(parent) = ancestor.parent() else {
+                    return Err(e);
+                };
                 if let Some(last) = ancestor.components().next_back() {
                     rest.push(last);
                 }
@@ -188,7 +201,9 @@ mod tests {
     #[test]
     fn relative_paths_resolve_against_the_first_root() {
         let (_d, roots) = setup();
-        let r = roots.resolve("sub/a.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        let r = roots
+            .resolve("sub/a.txt", None)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(r.inside_root);
         assert_eq!(r.kind, Kind::File);
         assert_eq!(r.path, roots.first().join("sub/a.txt"));
@@ -197,19 +212,27 @@ mod tests {
     #[test]
     fn dot_dot_escapes_are_outside() {
         let (_d, roots) = setup();
-        let r = roots.resolve("../secret.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        let r = roots
+            .resolve("../secret.txt", None)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(!r.inside_root);
-        let r = roots.resolve("sub/../../secret.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        let r = roots
+            .resolve("sub/../../secret.txt", None)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(!r.inside_root);
     }
 
     #[test]
     fn new_paths_are_checked_through_their_nearest_existing_ancestor() {
         let (_d, roots) = setup();
-        let r = roots.resolve("sub/new/deeper.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        let r = roots
+            .resolve("sub/new/deeper.txt", None)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(r.inside_root);
         assert_eq!(r.kind, Kind::Missing);
-        let r = roots.resolve("sub/new/../../../escape.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        let r = roots
+            .resolve("sub/new/../../../escape.txt", None)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(!r.inside_root, "{r:?}");
     }
 
@@ -218,27 +241,40 @@ mod tests {
     fn symlinks_are_followed_before_the_root_check() {
         let (d, roots) = setup();
         let link = roots.first().join("link");
-        std::os::unix::fs::symlink(d.path().join("secret.txt"), &link).unwrap_or_else(|e| panic!("{e}"));
-        let r = roots.resolve("link", None).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(d.path().join("secret.txt"), &link)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r = roots
+            .resolve("link", None)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(!r.inside_root);
         let dirlink = roots.first().join("dirlink");
         std::os::unix::fs::symlink(d.path(), &dirlink).unwrap_or_else(|e| panic!("{e}"));
-        let r = roots.resolve("dirlink/new-file.txt", None).unwrap_or_else(|e| panic!("{e}"));
+        let r = roots
+            .resolve("dirlink/new-file.txt", None)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(!r.inside_root, "{r:?}");
     }
 
     #[test]
     fn nul_and_empty_are_invalid_input() {
         let (_d, roots) = setup();
-        assert_eq!(roots.resolve("a\0b", None).err().map(|e| e.code), Some(tool_api::ErrorCode::InvalidInput));
-        assert_eq!(roots.resolve("", None).err().map(|e| e.code), Some(tool_api::ErrorCode::InvalidInput));
+        assert_eq!(
+            roots.resolve("a\0b", None).err().map(|e| e.code),
+            Some(tool_api::ErrorCode::InvalidInput)
+        );
+        assert_eq!(
+            roots.resolve("", None).err().map(|e| e.code),
+            Some(tool_api::ErrorCode::InvalidInput)
+        );
     }
 
     #[cfg(unix)]
     #[test]
     fn devices_are_special() {
         let (_d, roots) = setup();
-        let r = roots.resolve("/dev/null", None).unwrap_or_else(|e| panic!("{e}"));
+        let r = roots
+            .resolve("/dev/null", None)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.kind, Kind::Special);
     }
 }
