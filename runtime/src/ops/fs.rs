@@ -7,7 +7,45 @@ use std::time::SystemTime;
 
 use tool_api::Authorized;
 
+use super::beneath::{self, Anchored};
 use super::path_policy::Resolved;
+
+fn anchored(target: &Resolved) -> std::io::Result<Anchored> {
+    let root = target
+        .root
+        .as_deref()
+        .ok_or_else(|| std::io::Error::other("path is outside every root"))?;
+    Anchored::new(root, &target.path)
+}
+
+/// Opens a regular file beneath its root, never through a symlink; returns it and its
+/// permission bits (0 where the platform has none).
+pub fn open(target: &Authorized<Resolved>) -> std::io::Result<(File, u32)> {
+    beneath::open_read(&anchored(target)?)
+}
+
+/// Reads a whole regular file (for files a patch changes; callers bound the size first).
+pub fn read_all(target: &Authorized<Resolved>) -> std::io::Result<(Vec<u8>, u32)> {
+    let (mut f, mode) = open(target)?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok((bytes, mode))
+}
+
+/// Replaces (or creates) a file atomically beneath its root, creating missing directories.
+/// `mode` keeps an existing file's permission bits.
+pub fn write_atomic(
+    target: &Authorized<Resolved>,
+    contents: &[u8],
+    mode: Option<u32>,
+) -> std::io::Result<()> {
+    beneath::write(&anchored(target)?, contents, mode)
+}
+
+/// Removes a regular file beneath its root.
+pub fn remove_file(target: &Authorized<Resolved>) -> std::io::Result<()> {
+    beneath::remove(&anchored(target)?)
+}
 
 /// How many leading bytes decide whether a file is text.
 const SNIFF_BYTES: usize = 8192;
@@ -126,7 +164,7 @@ pub fn read_text(
     end: Option<u64>,
     budget: usize,
 ) -> std::io::Result<Content> {
-    let mut f = File::open(&file.path)?;
+    let (mut f, _) = open(file)?;
     let size = f.metadata()?.len();
     let mut head = vec![0u8; SNIFF_BYTES.min(usize::try_from(size).unwrap_or(SNIFF_BYTES))];
     let n = read_full(&mut f, &mut head)?;
@@ -146,12 +184,9 @@ pub fn read_text(
         });
     }
 
-    let f = File::open(&file.path)?;
+    // Read on from the same descriptor: rewind rather than reopen by path.
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(if bom { 3 } else { 0 }))?;
     let mut reader = BufReader::new(f);
-    if bom {
-        let mut skip = [0u8; 3];
-        reader.read_exact(&mut skip)?;
-    }
     let mut lines = LineWindow::new(start, end, budget);
     let mut buf = Vec::new();
     loop {
@@ -208,7 +243,7 @@ fn read_utf16(
             mime: Some("text/plain; charset=utf-16"),
         });
     }
-    let bytes = std::fs::read(&file.path)?;
+    let (bytes, _) = read_all(file)?;
     let le = bytes.starts_with(b"\xff\xfe");
     let units = bytes[2..].chunks_exact(2).map(|c| {
         if le {

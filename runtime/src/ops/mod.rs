@@ -1,5 +1,6 @@
 //! Everything that touches the operating system. Handlers decide; `ops` does, and only with
 //! values a Cedar permit produced ([`tool_api::Authorized`]).
 
+mod beneath;
 pub mod fs;
 pub mod path_policy;

@@ -7,6 +7,8 @@
 //! lexically (it has no symlinks to follow). The result says whether it lies inside an approved
 //! root and what kind of thing it is; `policies/paths.cedar` decides.
 
+pub mod windows;
+
 use std::path::{Component, Path, PathBuf};
 
 use tool_api::ToolError;
@@ -45,6 +47,8 @@ pub struct Resolved {
     pub path: PathBuf,
     /// Whether it lies inside an approved root.
     pub inside_root: bool,
+    /// The approved root it lies under, if any.
+    pub root: Option<PathBuf>,
     /// What is there.
     pub kind: Kind,
 }
@@ -101,9 +105,18 @@ impl Roots {
         self.roots.is_empty()
     }
 
+    /// The innermost root containing a canonical path.
+    pub fn root_of(&self, canonical: &Path) -> Option<&Path> {
+        self.roots
+            .iter()
+            .filter(|r| within(r, canonical))
+            .max_by_key(|r| r.components().count())
+            .map(PathBuf::as_path)
+    }
+
     /// Whether a canonical path lies inside a root.
     pub fn contains(&self, canonical: &Path) -> bool {
-        self.roots.iter().any(|r| canonical.starts_with(r))
+        self.root_of(canonical).is_some()
     }
 
     /// Resolves `given` (relative paths against `base`, else the first root).
@@ -114,6 +127,14 @@ impl Roots {
         if given.contains('\0') {
             return Err(ToolError::invalid_input("path contains a NUL byte"));
         }
+        if cfg!(windows)
+            && let Err(refusal) = windows::check(given)
+        {
+            return Err(ToolError::new(
+                tool_api::ErrorCode::PathNotAllowed,
+                format!("{given}: {refusal}"),
+            ));
+        }
         let raw = Path::new(given);
         let absolute = if raw.is_absolute() {
             raw.to_path_buf()
@@ -122,12 +143,23 @@ impl Roots {
         };
         let (path, kind) = resolve_os(&absolute)
             .map_err(|e| ToolError::os(format!("{given}: cannot resolve"), &e))?;
+        let root = self.root_of(&path).map(Path::to_path_buf);
         Ok(Resolved {
             given: given.to_string(),
-            inside_root: self.contains(&path),
+            inside_root: root.is_some(),
+            root,
             path,
             kind,
         })
+    }
+}
+
+/// Whether canonical `path` is `root` or below it (without regard to case on Windows).
+fn within(root: &Path, path: &Path) -> bool {
+    if cfg!(windows) {
+        windows::contains(&root.to_string_lossy(), &path.to_string_lossy())
+    } else {
+        path.starts_with(root)
     }
 }
 

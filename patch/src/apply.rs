@@ -1,0 +1,236 @@
+//! Applying an update's chunks to a file's text, in memory. Line endings are kept per line
+//! (a CRLF file stays CRLF, new lines take the file's first line ending), context lines keep
+//! the file's own text, and a byte-order mark survives.
+
+use crate::parse::{Chunk, ChunkLine};
+use crate::seek::{nearest, seek};
+
+/// A file's new text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Updated {
+    /// The whole new text.
+    pub text: String,
+    /// Lines added.
+    pub added: usize,
+    /// Lines removed.
+    pub removed: usize,
+}
+
+/// A chunk that does not fit the file, with what it expected and where the file looks most
+/// like it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.describe())]
+pub struct MatchError {
+    /// 1-based index of the chunk in its update.
+    pub chunk: usize,
+    /// 1-based line of the chunk in the patch.
+    pub patch_line: usize,
+    /// What went wrong.
+    pub problem: String,
+    /// The lines the chunk expected.
+    pub expected: Vec<String>,
+    /// The most similar region of the file: its first line (1-based) and its lines.
+    pub nearest: Option<(usize, Vec<String>)>,
+}
+
+/// How many lines of a region an error quotes.
+const QUOTE_LINES: usize = 12;
+
+fn quote(lines: &[String]) -> String {
+    let mut out: Vec<String> = lines
+        .iter()
+        .take(QUOTE_LINES)
+        .map(|l| format!("  |{l}"))
+        .collect();
+    if lines.len() > QUOTE_LINES {
+        out.push(format!("  … {} more line(s)", lines.len() - QUOTE_LINES));
+    }
+    out.join("\n")
+}
+
+impl MatchError {
+    fn describe(&self) -> String {
+        let mut s = format!(
+            "chunk {} (patch line {}): {}",
+            self.chunk, self.patch_line, self.problem
+        );
+        if !self.expected.is_empty() {
+            s.push_str(&format!("\nexpected:\n{}", quote(&self.expected)));
+        }
+        match &self.nearest {
+            Some((line, region)) => s.push_str(&format!(
+                "\nnearest candidate, lines {}-{}:\n{}",
+                line,
+                line + region.len().saturating_sub(1),
+                quote(region)
+            )),
+            None => s.push_str("\nno similar region in the file"),
+        }
+        s
+    }
+}
+
+struct Line<'a> {
+    text: &'a str,
+    ending: &'a str,
+}
+
+fn split_lines(body: &str) -> Vec<Line<'_>> {
+    body.split_inclusive('\n')
+        .map(|piece| {
+            let without_lf = piece.strip_suffix('\n').unwrap_or(piece);
+            let text = without_lf.strip_suffix('\r').unwrap_or(without_lf);
+            Line {
+                text,
+                ending: &piece[text.len()..],
+            }
+        })
+        .collect()
+}
+
+struct Replacement<'c> {
+    start: usize,
+    lines: &'c [ChunkLine],
+}
+
+/// Applies `chunks` (in file order) to `original`.
+pub fn apply_update(original: &str, chunks: &[Chunk]) -> Result<Updated, MatchError> {
+    let (bom, body) = match original.strip_prefix('\u{FEFF}') {
+        Some(rest) => ("\u{FEFF}", rest),
+        None => ("", original),
+    };
+    let lines = split_lines(body);
+    let texts: Vec<&str> = lines.iter().map(|l| l.text).collect();
+    let default_ending = lines
+        .iter()
+        .map(|l| l.ending)
+        .find(|e| !e.is_empty())
+        .unwrap_or("\n");
+
+    let mut replacements = Vec::new();
+    let mut cursor = 0;
+    let (mut added, mut removed) = (0, 0);
+    for (n, chunk) in chunks.iter().enumerate() {
+        let fail = |problem: String, expected: Vec<String>, from: usize| {
+            let pattern: Vec<&str> = expected.iter().map(String::as_str).collect();
+            MatchError {
+                chunk: n + 1,
+                patch_line: chunk.line,
+                problem,
+                nearest: nearest(&texts, &pattern, from).map(|start| {
+                    (
+                        start + 1,
+                        texts[start..(start + pattern.len()).min(texts.len())]
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect(),
+                    )
+                }),
+                expected,
+            }
+        };
+        if let Some(anchor) = &chunk.anchor {
+            match seek(&texts, &[anchor.as_str()], cursor, false) {
+                Some(hit) => cursor = hit + 1,
+                None => {
+                    return Err(fail(
+                        format!("could not find the @@ line '{anchor}'"),
+                        vec![anchor.clone()],
+                        cursor,
+                    ));
+                }
+            }
+        }
+        let (a, r) = chunk.counts();
+        added += a;
+        removed += r;
+        let old = chunk.old_lines();
+        if old.is_empty() {
+            // A chunk with only additions appends, as Codex does.
+            replacements.push(Replacement {
+                start: texts.len(),
+                lines: &chunk.lines,
+            });
+            continue;
+        }
+        let mut lines_used: &[ChunkLine] = &chunk.lines;
+        let mut found = seek(&texts, &old, cursor, chunk.end_of_file);
+        if found.is_none() && old.last() == Some(&"") {
+            // A trailing empty line in the patch often stands for the file's final newline.
+            if let Some(ChunkLine::Context(t) | ChunkLine::Delete(t)) = chunk.lines.last()
+                && t.is_empty()
+            {
+                lines_used = &chunk.lines[..chunk.lines.len() - 1];
+                found = seek(&texts, &old[..old.len() - 1], cursor, chunk.end_of_file);
+            }
+        }
+        let Some(start) = found else {
+            let problem = if chunk.end_of_file {
+                "the expected lines are not the last lines of the file".to_string()
+            } else {
+                "could not find the expected lines".to_string()
+            };
+            return Err(fail(
+                problem,
+                old.iter().map(|s| s.to_string()).collect(),
+                cursor,
+            ));
+        };
+        let old_len = lines_used
+            .iter()
+            .filter(|l| !matches!(l, ChunkLine::Add(_)))
+            .count();
+        replacements.push(Replacement {
+            start,
+            lines: lines_used,
+        });
+        cursor = start + old_len;
+    }
+    replacements.sort_by_key(|r| r.start);
+
+    let mut out = String::with_capacity(original.len() + 64);
+    out.push_str(bom);
+    let push_original = |out: &mut String, line: &Line<'_>| {
+        out.push_str(line.text);
+        out.push_str(if line.ending.is_empty() {
+            default_ending
+        } else {
+            line.ending
+        });
+    };
+    let mut next = 0;
+    for r in &replacements {
+        while next < r.start {
+            push_original(&mut out, &lines[next]);
+            next += 1;
+        }
+        for l in r.lines {
+            match l {
+                ChunkLine::Context(_) => {
+                    if let Some(line) = lines.get(next) {
+                        push_original(&mut out, line);
+                    }
+                    next += 1;
+                }
+                ChunkLine::Delete(_) => next += 1,
+                ChunkLine::Add(text) => {
+                    out.push_str(text);
+                    out.push_str(default_ending);
+                }
+            }
+        }
+    }
+    while next < lines.len() {
+        push_original(&mut out, &lines[next]);
+        next += 1;
+    }
+    Ok(Updated {
+        text: out,
+        added,
+        removed,
+    })
+}
+
+#[cfg(test)]
+#[path = "apply_tests.rs"]
+mod tests;

@@ -1,0 +1,326 @@
+//! The envelope grammar, parsed the way Codex parses it (trimmed markers, an optional heredoc
+//! wrapper, `@@` chunk headers, `*** End of File`).
+
+/// A parsed patch: its file operations in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Patch {
+    /// The operations, in patch order.
+    pub ops: Vec<FileOp>,
+}
+
+/// One file operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOp {
+    /// `*** Add File:` creates (or overwrites) a file with these contents.
+    Add {
+        /// The path as written.
+        path: String,
+        /// The new contents (every line ends with `\n`).
+        contents: String,
+        /// 1-based line of the header in the patch.
+        line: usize,
+    },
+    /// `*** Delete File:` removes a file.
+    Delete {
+        /// The path as written.
+        path: String,
+        /// 1-based line of the header in the patch.
+        line: usize,
+    },
+    /// `*** Update File:` changes lines, and optionally moves the file.
+    Update {
+        /// The path as written.
+        path: String,
+        /// `*** Move to:` destination.
+        move_to: Option<String>,
+        /// The chunks, in file order.
+        chunks: Vec<Chunk>,
+        /// 1-based line of the header in the patch.
+        line: usize,
+    },
+}
+
+impl FileOp {
+    /// The path the operation names first.
+    pub fn path(&self) -> &str {
+        match self {
+            FileOp::Add { path, .. }
+            | FileOp::Delete { path, .. }
+            | FileOp::Update { path, .. } => path,
+        }
+    }
+}
+
+/// One line of a chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChunkLine {
+    /// ` text`: must be there, stays.
+    Context(String),
+    /// `-text`: must be there, goes.
+    Delete(String),
+    /// `+text`: is added.
+    Add(String),
+}
+
+/// One `@@` chunk of an update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// The text after `@@ `: a line to find before the chunk's lines.
+    pub anchor: Option<String>,
+    /// The chunk's lines.
+    pub lines: Vec<ChunkLine>,
+    /// `*** End of File` closed the chunk: its lines must be the file's last.
+    pub end_of_file: bool,
+    /// 1-based line of the chunk's first line in the patch.
+    pub line: usize,
+}
+
+impl Chunk {
+    /// The lines that must already be in the file (context and deletions), in order.
+    pub fn old_lines(&self) -> Vec<&str> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                ChunkLine::Context(s) | ChunkLine::Delete(s) => Some(s.as_str()),
+                ChunkLine::Add(_) => None,
+            })
+            .collect()
+    }
+
+    /// Lines added and removed.
+    pub fn counts(&self) -> (usize, usize) {
+        let added = self
+            .lines
+            .iter()
+            .filter(|l| matches!(l, ChunkLine::Add(_)))
+            .count();
+        let removed = self
+            .lines
+            .iter()
+            .filter(|l| matches!(l, ChunkLine::Delete(_)))
+            .count();
+        (added, removed)
+    }
+}
+
+/// Why a patch does not parse, with the 1-based line (0 when it concerns the whole patch).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", if *line > 0 { format!("line {line}: ") } else { String::new() })]
+pub struct ParseError {
+    /// 1-based line in the patch text, or 0.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn err(line: usize, message: impl Into<String>) -> ParseError {
+    ParseError {
+        line,
+        message: message.into(),
+    }
+}
+
+const BEGIN: &str = "*** Begin Patch";
+const END: &str = "*** End Patch";
+const ADD: &str = "*** Add File: ";
+const DELETE: &str = "*** Delete File: ";
+const UPDATE: &str = "*** Update File: ";
+const MOVE: &str = "*** Move to: ";
+const EOF_MARKER: &str = "*** End of File";
+
+fn header_error(line_no: usize, line: &str) -> ParseError {
+    let shown: String = line.chars().take(120).collect();
+    err(
+        line_no,
+        format!(
+            "'{shown}' is not a valid hunk header; valid headers are '{ADD}<path>', '{DELETE}<path>' and '{UPDATE}<path>'"
+        ),
+    )
+}
+
+/// Drops a heredoc wrapper (`<<EOF` … `EOF`) some models send around the envelope.
+fn strip_heredoc<'a>(lines: &'a [&'a str]) -> Option<&'a [&'a str]> {
+    let first = lines.first()?.trim();
+    let last = lines.last()?.trim();
+    let wrapped = matches!(first, "<<EOF" | "<<'EOF'" | "<<\"EOF\"")
+        && last.ends_with("EOF")
+        && lines.len() >= 4;
+    wrapped.then(|| &lines[1..lines.len() - 1])
+}
+
+/// Parses patch text.
+pub fn parse(text: &str) -> Result<Patch, ParseError> {
+    let all: Vec<&str> = text.trim().lines().collect();
+    let mut lines: &[&str] = &all;
+    // Line numbers stay those of the trimmed text the caller sent.
+    let mut offset = 0;
+    let bounded = |l: &[&str]| {
+        l.first().map(|s| s.trim()) == Some(BEGIN)
+            && l.len() >= 2
+            && l.last().map(|s| s.trim()) == Some(END)
+    };
+    if !bounded(lines)
+        && let Some(inner) = strip_heredoc(lines)
+        && bounded(inner)
+    {
+        lines = inner;
+        offset = 1;
+    }
+    if lines.first().map(|s| s.trim()) != Some(BEGIN) {
+        return Err(err(
+            1,
+            format!("the first line of the patch must be '{BEGIN}'"),
+        ));
+    }
+    if lines.len() < 2 || lines.last().map(|s| s.trim()) != Some(END) {
+        return Err(err(
+            all.len().max(1),
+            format!("the last line of the patch must be '{END}'"),
+        ));
+    }
+    let body = &lines[1..lines.len() - 1];
+    let mut ops = Vec::new();
+    let mut i = 0;
+    while i < body.len() {
+        let line_no = i + 2 + offset;
+        let header = body[i].trim();
+        if let Some(path) = header.strip_prefix(ADD) {
+            i += 1;
+            let mut contents = String::new();
+            while i < body.len() && body[i].starts_with('+') {
+                contents.push_str(&body[i][1..]);
+                contents.push('\n');
+                i += 1;
+            }
+            ops.push(FileOp::Add {
+                path: path.to_string(),
+                contents,
+                line: line_no,
+            });
+        } else if let Some(path) = header.strip_prefix(DELETE) {
+            ops.push(FileOp::Delete {
+                path: path.to_string(),
+                line: line_no,
+            });
+            i += 1;
+        } else if let Some(path) = header.strip_prefix(UPDATE) {
+            i += 1;
+            let mut move_to = None;
+            if i < body.len()
+                && let Some(dest) = body[i].strip_prefix(MOVE)
+            {
+                move_to = Some(dest.to_string());
+                i += 1;
+            }
+            let mut chunks = Vec::new();
+            loop {
+                while i < body.len() && body[i].trim().is_empty() && !chunks.is_empty() {
+                    i += 1;
+                }
+                if i >= body.len() || body[i].starts_with('*') && body[i] != EOF_MARKER {
+                    break;
+                }
+                let (chunk, used) = parse_chunk(&body[i..], i + 2 + offset, chunks.is_empty())?;
+                chunks.push(chunk);
+                i += used;
+            }
+            if chunks.is_empty() {
+                return Err(err(
+                    line_no,
+                    format!(
+                        "update of '{path}' has no change (an update needs at least one @@ chunk)"
+                    ),
+                ));
+            }
+            ops.push(FileOp::Update {
+                path: path.to_string(),
+                move_to,
+                chunks,
+                line: line_no,
+            });
+        } else {
+            return Err(header_error(line_no, body[i]));
+        }
+    }
+    if ops.is_empty() {
+        return Err(err(0, "the patch changes no file"));
+    }
+    Ok(Patch { ops })
+}
+
+/// Parses one chunk starting at `lines[0]`; returns it and how many lines it used.
+fn parse_chunk(
+    lines: &[&str],
+    first_line_no: usize,
+    first_chunk: bool,
+) -> Result<(Chunk, usize), ParseError> {
+    let mut i = 0;
+    let anchor = match lines[0] {
+        "@@" => {
+            i = 1;
+            None
+        }
+        l if l.starts_with("@@ ") => {
+            i = 1;
+            Some(l[3..].to_string())
+        }
+        // The first chunk may leave out its `@@`.
+        _ if first_chunk => None,
+        l => {
+            return Err(err(
+                first_line_no,
+                format!(
+                    "expected a chunk to start with '@@', got '{}'",
+                    l.chars().take(120).collect::<String>()
+                ),
+            ));
+        }
+    };
+    let mut chunk = Chunk {
+        anchor,
+        lines: Vec::new(),
+        end_of_file: false,
+        line: first_line_no,
+    };
+    while i < lines.len() {
+        let line = lines[i];
+        if line == EOF_MARKER {
+            if chunk.lines.is_empty() {
+                return Err(err(
+                    first_line_no + i,
+                    "'*** End of File' closes a chunk that has no line",
+                ));
+            }
+            chunk.end_of_file = true;
+            i += 1;
+            break;
+        }
+        match line.chars().next() {
+            None => chunk.lines.push(ChunkLine::Context(String::new())),
+            Some(' ') => chunk.lines.push(ChunkLine::Context(line[1..].to_string())),
+            Some('+') => chunk.lines.push(ChunkLine::Add(line[1..].to_string())),
+            Some('-') => chunk.lines.push(ChunkLine::Delete(line[1..].to_string())),
+            Some(_) => {
+                if chunk.lines.is_empty() {
+                    let shown: String = line.chars().take(120).collect();
+                    return Err(err(
+                        first_line_no + i,
+                        format!(
+                            "unexpected line '{shown}' in an update chunk; every line starts with ' ' (context), '+' (added) or '-' (removed)"
+                        ),
+                    ));
+                }
+                break;
+            }
+        }
+        i += 1;
+    }
+    if chunk.lines.is_empty() {
+        return Err(err(first_line_no, "an update chunk has no line"));
+    }
+    Ok((chunk, i))
+}
+
+#[cfg(test)]
+#[path = "parse_tests.rs"]
+mod tests;

@@ -1,0 +1,227 @@
+//! Opening, writing and removing files *beneath* an approved root without following any
+//! symlink on the way, so a path that was checked cannot be redirected between the check and
+//! the write (TOCTOU).
+//!
+//! Unix: every directory from the root down is opened with `openat(O_DIRECTORY|O_NOFOLLOW)`
+//! relative to the previous one, and the file itself is created, renamed or unlinked relative
+//! to that last descriptor. A directory swapped for a symlink after the check makes the open
+//! fail with `ELOOP`/`ENOTDIR`; nothing is written outside the root.
+//!
+//! Windows (no `openat`): the parent is re-resolved and re-checked against the root right
+//! before the write and the rename. This narrows the window but does not close it; the README
+//! says so.
+
+use std::io::{self, Write as _};
+use std::path::{Component, Path, PathBuf};
+
+/// A path split into the root it lies under and the components below it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchored {
+    /// The canonical root.
+    pub root: PathBuf,
+    /// The directories between the root and the file.
+    pub dirs: Vec<std::ffi::OsString>,
+    /// The file name (empty when the path is the root itself).
+    pub name: std::ffi::OsString,
+}
+
+impl Anchored {
+    /// Splits canonical `path` under `root` (which must contain it).
+    pub fn new(root: &Path, path: &Path) -> io::Result<Anchored> {
+        let rel = path
+            .strip_prefix(root)
+            .map_err(|_| io::Error::other("path is not under its root"))?;
+        let mut parts: Vec<std::ffi::OsString> = Vec::new();
+        for c in rel.components() {
+            match c {
+                Component::Normal(p) => parts.push(p.to_os_string()),
+                // A canonical path has no `.`, `..` or prefix below its root.
+                _ => return Err(io::Error::other("path is not canonical")),
+            }
+        }
+        let name = parts.pop().unwrap_or_default();
+        Ok(Anchored {
+            root: root.to_path_buf(),
+            dirs: parts,
+            name,
+        })
+    }
+}
+
+/// The error for a path that stopped being what was checked.
+fn moved_under_us() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        "a directory on the path was replaced (symlink?) after it was checked",
+    )
+}
+
+#[cfg(unix)]
+mod imp {
+    use std::os::fd::OwnedFd;
+
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    use rustix::io::Errno;
+
+    use super::*;
+
+    fn map(e: Errno) -> io::Error {
+        if e == Errno::LOOP || e == Errno::NOTDIR {
+            moved_under_us()
+        } else {
+            io::Error::from(e)
+        }
+    }
+
+    const DIR_FLAGS: OFlags = OFlags::DIRECTORY
+        .union(OFlags::NOFOLLOW)
+        .union(OFlags::CLOEXEC)
+        .union(OFlags::RDONLY);
+
+    /// Opens the file's parent directory, creating missing directories when `create`.
+    fn parent(a: &Anchored, create: bool) -> io::Result<OwnedFd> {
+        let mut fd = rustix::fs::open(&a.root, DIR_FLAGS, Mode::empty()).map_err(map)?;
+        for d in &a.dirs {
+            fd = match rustix::fs::openat(&fd, d.as_os_str(), DIR_FLAGS, Mode::empty()) {
+                Ok(next) => next,
+                Err(Errno::NOENT) if create => {
+                    match rustix::fs::mkdirat(&fd, d.as_os_str(), Mode::from_bits_truncate(0o777)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => return Err(map(e)),
+                    }
+                    rustix::fs::openat(&fd, d.as_os_str(), DIR_FLAGS, Mode::empty()).map_err(map)?
+                }
+                Err(e) => return Err(map(e)),
+            };
+        }
+        Ok(fd)
+    }
+
+    /// Opens a regular file for reading; returns it and its permission bits.
+    pub fn open_read(a: &Anchored) -> io::Result<(std::fs::File, u32)> {
+        let dir = parent(a, false)?;
+        // O_NONBLOCK: should a FIFO have been swapped in, opening it must not hang.
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let fd = rustix::fs::openat(&dir, a.name.as_os_str(), flags, Mode::empty()).map_err(map)?;
+        let stat = rustix::fs::fstat(&fd).map_err(map)?;
+        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+            return Err(io::Error::other("not a regular file"));
+        }
+        Ok((std::fs::File::from(fd), stat.st_mode & 0o7777))
+    }
+
+    /// Writes `contents` to the file atomically: a temp file beside it, then a rename.
+    pub fn write(a: &Anchored, contents: &[u8], mode: Option<u32>) -> io::Result<()> {
+        let dir = parent(a, true)?;
+        let tmp = temp_name(&a.name);
+        let fd = rustix::fs::openat(
+            &dir,
+            tmp.as_os_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_bits_truncate(0o666),
+        )
+        .map_err(map)?;
+        let result = (|| {
+            if let Some(m) = mode {
+                rustix::fs::fchmod(&fd, Mode::from_bits_truncate(m)).map_err(map)?;
+            }
+            let mut file = std::fs::File::from(fd);
+            file.write_all(contents)?;
+            file.sync_all()?;
+            rustix::fs::renameat(&dir, tmp.as_os_str(), &dir, a.name.as_os_str()).map_err(map)
+        })();
+        if result.is_err() {
+            let _ = rustix::fs::unlinkat(&dir, tmp.as_os_str(), AtFlags::empty());
+        }
+        result
+    }
+
+    /// Removes a regular file (never a directory, never through a symlink).
+    pub fn remove(a: &Anchored) -> io::Result<()> {
+        let dir = parent(a, false)?;
+        let stat =
+            rustix::fs::statat(&dir, a.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(map)?;
+        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+            return Err(io::Error::other("not a regular file"));
+        }
+        rustix::fs::unlinkat(&dir, a.name.as_os_str(), AtFlags::empty()).map_err(map)
+    }
+}
+
+#[cfg(not(unix))]
+mod imp {
+    use super::*;
+
+    fn full(a: &Anchored) -> PathBuf {
+        let mut p = a.root.clone();
+        p.extend(&a.dirs);
+        p.push(&a.name);
+        p
+    }
+
+    /// Re-resolves the parent and checks it is still where it was.
+    fn recheck(a: &Anchored) -> io::Result<()> {
+        let mut expected = a.root.clone();
+        expected.extend(&a.dirs);
+        match std::fs::canonicalize(&expected) {
+            Ok(c) if c == expected => Ok(()),
+            Ok(_) => Err(moved_under_us()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn open_read(a: &Anchored) -> io::Result<(std::fs::File, u32)> {
+        recheck(a)?;
+        let meta = std::fs::symlink_metadata(full(a))?;
+        if !meta.is_file() {
+            return Err(io::Error::other("not a regular file"));
+        }
+        Ok((std::fs::File::open(full(a))?, 0))
+    }
+
+    pub fn write(a: &Anchored, contents: &[u8], _mode: Option<u32>) -> io::Result<()> {
+        let mut dir = a.root.clone();
+        dir.extend(&a.dirs);
+        std::fs::create_dir_all(&dir)?;
+        recheck(a)?;
+        let tmp = dir.join(temp_name(&a.name));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        let result = f
+            .write_all(contents)
+            .and_then(|()| f.sync_all())
+            .and_then(|()| {
+                drop(f);
+                recheck(a)?;
+                std::fs::rename(&tmp, full(a))
+            });
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    pub fn remove(a: &Anchored) -> io::Result<()> {
+        recheck(a)?;
+        let meta = std::fs::symlink_metadata(full(a))?;
+        if !meta.is_file() {
+            return Err(io::Error::other("not a regular file"));
+        }
+        std::fs::remove_file(full(a))
+    }
+}
+
+/// A temp name beside the target: hidden, unique, recognisably ours.
+fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
+    let mut bytes = [0u8; 6];
+    let _ = getrandom::fill(&mut bytes);
+    let tag: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut tmp = std::ffi::OsString::from(".");
+    tmp.push(name);
+    tmp.push(format!(".gantry-{tag}.tmp"));
+    tmp
+}
+
+pub use imp::{open_read, remove, write};
