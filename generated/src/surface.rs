@@ -364,7 +364,7 @@ pub static TOOLS: &[tool_api::ToolSpec] = &[
                 description: "Delete a file.",
             },
         ],
-        status: tool_api::Status::Planned,
+        status: tool_api::Status::Ready,
         annotations: tool_api::Annotations {
             read_only: false,
             destructive: true,
@@ -376,7 +376,7 @@ pub static TOOLS: &[tool_api::ToolSpec] = &[
             tool_api::Platform::Macos,
             tool_api::Platform::Linux,
         ],
-        limits: &[("max_patch_bytes", 1048576)],
+        limits: &[("max_patch_bytes", 1048576), ("max_file_bytes", 16777216)],
         input_schema: include_str!("../schemas/apply_patch.input.json"),
         output_schema: Some(include_str!("../schemas/apply_patch.output.json")),
     },

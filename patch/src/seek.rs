@@ -35,11 +35,11 @@ pub(crate) fn seek(lines: &[&str], pattern: &[&str], from: usize, at_end: bool) 
     } else {
         (from..=last_start).collect()
     };
-    let passes: [&dyn Fn(&str, &str) -> bool; 4] = [
-        &|a, b| a == b,
-        &|a, b| a.trim_end() == b.trim_end(),
-        &|a, b| a.trim() == b.trim(),
-        &|a, b| normalize(a) == normalize(b),
+    let passes: [fn(&str, &str) -> bool; 4] = [
+        |a, b| a == b,
+        |a, b| a.trim_end() == b.trim_end(),
+        |a, b| a.trim() == b.trim(),
+        |a, b| normalize(a) == normalize(b),
     ];
     for same in passes {
         for &start in &starts {

@@ -13,6 +13,8 @@ pub enum ErrorCode {
     PathNotAllowed,
     /// The thing named does not exist.
     NotFound,
+    /// A patch does not fit the file it targets (its lines are not there).
+    PatchMismatch,
     /// The operation ran out of time.
     Timeout,
     /// A result would exceed a declared limit.
@@ -35,6 +37,7 @@ impl ErrorCode {
             ErrorCode::PermissionDenied => "PERMISSION_DENIED",
             ErrorCode::PathNotAllowed => "PATH_NOT_ALLOWED",
             ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::PatchMismatch => "PATCH_MISMATCH",
             ErrorCode::Timeout => "TIMEOUT",
             ErrorCode::OutputLimit => "OUTPUT_LIMIT",
             ErrorCode::OsError => "OS_ERROR",

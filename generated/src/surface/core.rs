@@ -76,6 +76,9 @@ pub mod limits {
     pub mod apply_patch {
         /// `max_patch_bytes` from surface.toml.
         pub const MAX_PATCH_BYTES: u64 = 1048576;
+
+        /// `max_file_bytes` from surface.toml.
+        pub const MAX_FILE_BYTES: u64 = 16777216;
     }
 
     /// Limits of tool `exec_command`.
@@ -777,6 +780,15 @@ pub trait CoreHandlers: Send + Sync + 'static {
     ) -> impl std::future::Future<
         Output = Result<tool_api::Reply<ReadOutput>, tool_api::ToolError>,
     > + Send;
+
+    /// Handles `apply_patch` once its arguments are decoded, validated and authorized.
+    fn apply_patch(
+        &self,
+        call: tool_api::Authorized<ApplyPatchArgs>,
+        cx: &tool_api::CallContext,
+    ) -> impl std::future::Future<
+        Output = Result<tool_api::Reply<ApplyPatchOutput>, tool_api::ToolError>,
+    > + Send;
 }
 
 /// What schemars derives from a tool's argument type. A test holds it equal to the
@@ -826,8 +838,8 @@ pub async fn dispatch<H: CoreHandlers>(
         }
         "apply_patch" => {
             let args: ApplyPatchArgs = tool_api::decode(arguments)?;
-            let _call = cx.authorize(actions::APPLY_PATCH, &tool_api::Host, args)?;
-            Err(tool_api::ToolError::not_implemented("apply_patch"))
+            let call = cx.authorize(actions::APPLY_PATCH, &tool_api::Host, args)?;
+            tool_api::encode(handlers.apply_patch(call, cx).await?)
         }
         "exec_command" => {
             let args: ExecCommandArgs = tool_api::decode(arguments)?;

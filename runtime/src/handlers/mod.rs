@@ -1,11 +1,12 @@
 //! The tool handlers: one struct per connector implementing its generated trait. Handlers get
 //! authorized arguments and authorize each target again through the call's gate.
 
+mod apply_patch;
 mod read;
 
 use std::sync::Arc;
 
-use generated::core::{CoreHandlers, ReadArgs, ReadOutput};
+use generated::core::{ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ReadArgs, ReadOutput};
 use generated::desktop::DesktopHandlers;
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
 
@@ -43,6 +44,17 @@ impl CoreHandlers for CoreTools {
         let cx = cx.clone();
         let args = call.into_inner();
         blocking(move || read::run(&roots, &cx, args)).await?
+    }
+
+    async fn apply_patch(
+        &self,
+        call: Authorized<ApplyPatchArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<ApplyPatchOutput>, ToolError> {
+        let roots = self.roots.clone();
+        let cx = cx.clone();
+        let args = call.into_inner();
+        blocking(move || apply_patch::run(&roots, &cx, args)).await?
     }
 }
 

@@ -1,0 +1,385 @@
+//! `apply_patch`: a V4A patch, checked whole before the first write.
+//!
+//! Preflight parses the patch, resolves every path through the path policy, authorizes every
+//! file operation on its own (create, edit, move and delete are separate permissions), reads
+//! each file to change and applies its chunks in memory. Only when all of that succeeded is
+//! anything written: each file atomically (temp file + rename beneath its root), writes
+//! before removals, and if the OS fails part-way the files already changed are put back.
+
+use std::path::{Path, PathBuf};
+
+use generated::core::{ApplyPatchArgs, ApplyPatchOperation, ApplyPatchOutput, actions, limits};
+use generated::types::{PatchedFile, PatchedFileOp};
+use patch::FileOp;
+use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
+
+use crate::ops::fs;
+use crate::ops::path_policy::{Kind, Resolved, Roots};
+
+/// One write or removal the patch will do, already authorized.
+enum Step {
+    Write {
+        target: Authorized<Resolved>,
+        contents: Vec<u8>,
+        mode: Option<u32>,
+        before: Option<(Vec<u8>, u32)>,
+    },
+    Remove {
+        target: Authorized<Resolved>,
+        before: Option<(Vec<u8>, u32)>,
+    },
+}
+
+struct Planner<'a> {
+    roots: &'a Roots,
+    cx: &'a CallContext,
+    base: PathBuf,
+    seen: Vec<PathBuf>,
+}
+
+fn nothing_written(e: ToolError) -> ToolError {
+    ToolError::new(e.code, format!("{}; nothing was written", e.message))
+}
+
+impl Planner<'_> {
+    fn resolve(&self, given: &str) -> Result<Resolved, ToolError> {
+        self.roots.resolve(given, Some(&self.base))
+    }
+
+    /// Authorizes `op` on `target`, naming the path as the patch wrote it.
+    fn authorize<T>(
+        &self,
+        op: ApplyPatchOperation,
+        target: &Resolved,
+        value: T,
+    ) -> Result<Authorized<T>, ToolError> {
+        self.cx
+            .authorize(op.action(), &target.resource(), value)
+            .map_err(|e| {
+                let roots = if e.code == ErrorCode::PathNotAllowed {
+                    format!(" ({} approved root(s))", self.roots.len())
+                } else {
+                    String::new()
+                };
+                ToolError::new(e.code, format!("{}: {}{roots}", target.given, e.message))
+            })
+    }
+
+    fn claim(&mut self, target: &Resolved) -> Result<(), ToolError> {
+        if self.seen.contains(&target.path) {
+            return Err(ToolError::invalid_input(format!(
+                "{}: the patch touches this file twice; merge the changes",
+                target.given
+            )));
+        }
+        self.seen.push(target.path.clone());
+        Ok(())
+    }
+
+    fn read_text(&self, target: &Authorized<Resolved>) -> Result<(Vec<u8>, u32), ToolError> {
+        let (bytes, mode) = fs::read_all(target)
+            .map_err(|e| ToolError::os(format!("{}: cannot read", target.given), &e))?;
+        if bytes.len() as u64 > limits::apply_patch::MAX_FILE_BYTES {
+            return Err(ToolError::invalid_input(format!(
+                "{}: larger than the {} bytes apply_patch edits",
+                target.given,
+                limits::apply_patch::MAX_FILE_BYTES
+            )));
+        }
+        Ok((bytes, mode))
+    }
+
+    /// The current contents of an existing file, for rollback (none for a missing file).
+    fn snapshot(&self, target: &Authorized<Resolved>) -> Result<Option<(Vec<u8>, u32)>, ToolError> {
+        if target.kind == Kind::Missing {
+            Ok(None)
+        } else {
+            self.read_text(target).map(Some)
+        }
+    }
+
+    fn plan(
+        &mut self,
+        op: &FileOp,
+        steps: &mut (Vec<Step>, Vec<Step>),
+        report: &mut Vec<PatchedFile>,
+    ) -> Result<(), ToolError> {
+        match op {
+            FileOp::Add { path, contents, .. } => {
+                let target = self.resolve(path)?;
+                self.claim(&target)?;
+                if target.kind == Kind::Dir {
+                    return Err(ToolError::invalid_input(format!("{path}: is a directory")));
+                }
+                let exists = target.kind == Kind::File;
+                let target = self.authorize(ApplyPatchOperation::Add, &target, target.clone())?;
+                if exists {
+                    // Replacing a file's contents is an edit, whatever the header says.
+                    self.authorize(ApplyPatchOperation::Update, &target, ())?;
+                }
+                let before = self.snapshot(&target)?;
+                let mode = before.as_ref().map(|(_, m)| *m).filter(|m| *m != 0);
+                report.push(PatchedFile {
+                    path: path.clone(),
+                    op: PatchedFileOp::Add,
+                    moved_to: None,
+                    added: contents.lines().count() as i64,
+                    removed: 0,
+                });
+                steps.0.push(Step::Write {
+                    target,
+                    contents: contents.clone().into_bytes(),
+                    mode,
+                    before,
+                });
+            }
+            FileOp::Delete { path, .. } => {
+                let target = self.resolve(path)?;
+                self.claim(&target)?;
+                match target.kind {
+                    Kind::File => {}
+                    Kind::Dir => {
+                        return Err(ToolError::invalid_input(format!(
+                            "{path}: is a directory; apply_patch never deletes directories"
+                        )));
+                    }
+                    Kind::Missing => {
+                        return Err(ToolError::new(
+                            ErrorCode::NotFound,
+                            format!("{path}: no such file to delete"),
+                        ));
+                    }
+                    Kind::Special => {
+                        return Err(ToolError::new(
+                            ErrorCode::PathNotAllowed,
+                            format!("{path}: not a regular file"),
+                        ));
+                    }
+                }
+                let target =
+                    self.authorize(ApplyPatchOperation::Delete, &target, target.clone())?;
+                let before = self.snapshot(&target)?;
+                let removed = before.as_ref().map_or(0, |(b, _)| {
+                    String::from_utf8_lossy(b).lines().count() as i64
+                });
+                report.push(PatchedFile {
+                    path: path.clone(),
+                    op: PatchedFileOp::Delete,
+                    moved_to: None,
+                    added: 0,
+                    removed,
+                });
+                steps.1.push(Step::Remove { target, before });
+            }
+            FileOp::Update {
+                path,
+                move_to,
+                chunks,
+                ..
+            } => {
+                let source = self.resolve(path)?;
+                self.claim(&source)?;
+                match source.kind {
+                    Kind::File => {}
+                    Kind::Missing => {
+                        return Err(ToolError::new(
+                            ErrorCode::NotFound,
+                            format!("{path}: no such file to update"),
+                        ));
+                    }
+                    Kind::Dir => {
+                        return Err(ToolError::invalid_input(format!("{path}: is a directory")));
+                    }
+                    Kind::Special => {
+                        return Err(ToolError::new(
+                            ErrorCode::PathNotAllowed,
+                            format!("{path}: not a regular file"),
+                        ));
+                    }
+                }
+                let op = if move_to.is_some() {
+                    ApplyPatchOperation::Move
+                } else {
+                    ApplyPatchOperation::Update
+                };
+                let source = self.authorize(op, &source, source.clone())?;
+                if move_to.is_some() && !chunks.is_empty() {
+                    // Moving and changing lines is an edit as well as a move.
+                    self.authorize(ApplyPatchOperation::Update, &source, ())?;
+                }
+                let (bytes, mode) = self.read_text(&source)?;
+                let text = std::str::from_utf8(&bytes).map_err(|_| {
+                    ToolError::invalid_input(format!(
+                        "{path}: not UTF-8 text; apply_patch does not edit binary files"
+                    ))
+                })?;
+                let updated = patch::apply_update(text, chunks).map_err(|e| {
+                    ToolError::new(ErrorCode::PatchMismatch, format!("{path}: {e}"))
+                })?;
+                let mode = Some(mode).filter(|m| *m != 0);
+                match move_to {
+                    None => {
+                        report.push(PatchedFile {
+                            path: path.clone(),
+                            op: PatchedFileOp::Update,
+                            moved_to: None,
+                            added: updated.added as i64,
+                            removed: updated.removed as i64,
+                        });
+                        steps.0.push(Step::Write {
+                            target: source,
+                            contents: updated.text.into_bytes(),
+                            mode,
+                            before: Some((bytes, mode.unwrap_or(0))),
+                        });
+                    }
+                    Some(dest_given) => {
+                        let dest = self.resolve(dest_given)?;
+                        self.claim(&dest)?;
+                        if dest.kind == Kind::Dir || dest.kind == Kind::Special {
+                            return Err(ToolError::invalid_input(format!(
+                                "{dest_given}: the move destination is not a regular file"
+                            )));
+                        }
+                        let dest_exists = dest.kind == Kind::File;
+                        let dest =
+                            self.authorize(ApplyPatchOperation::Move, &dest, dest.clone())?;
+                        if dest_exists {
+                            self.authorize(ApplyPatchOperation::Update, &dest, ())?;
+                        }
+                        let dest_before = self.snapshot(&dest)?;
+                        report.push(PatchedFile {
+                            path: path.clone(),
+                            op: PatchedFileOp::Move,
+                            moved_to: Some(dest_given.clone()),
+                            added: updated.added as i64,
+                            removed: updated.removed as i64,
+                        });
+                        steps.0.push(Step::Write {
+                            target: dest,
+                            contents: updated.text.into_bytes(),
+                            mode,
+                            before: dest_before,
+                        });
+                        steps.1.push(Step::Remove {
+                            target: source,
+                            before: Some((bytes, mode.unwrap_or(0))),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run_step(step: &Step) -> std::io::Result<()> {
+    match step {
+        Step::Write {
+            target,
+            contents,
+            mode,
+            ..
+        } => fs::write_atomic(target, contents, *mode),
+        Step::Remove { target, .. } => fs::remove_file(target),
+    }
+}
+
+/// Puts back what `done` changed, newest first; best effort, reports what it could not undo.
+fn roll_back(done: &[&Step]) -> Vec<String> {
+    let mut failed = Vec::new();
+    for step in done.iter().rev() {
+        let result = match step {
+            Step::Write {
+                target,
+                before: Some((bytes, mode)),
+                ..
+            }
+            | Step::Remove {
+                target,
+                before: Some((bytes, mode)),
+            } => fs::write_atomic(target, bytes, Some(*mode).filter(|m| *m != 0)),
+            Step::Write {
+                target,
+                before: None,
+                ..
+            } => fs::remove_file(target),
+            Step::Remove { before: None, .. } => Ok(()),
+        };
+        if result.is_err() {
+            let (Step::Write { target, .. } | Step::Remove { target, .. }) = step;
+            failed.push(target.given.clone());
+        }
+    }
+    failed
+}
+
+pub(super) fn run(
+    roots: &Roots,
+    cx: &CallContext,
+    args: ApplyPatchArgs,
+) -> Result<Reply<ApplyPatchOutput>, ToolError> {
+    let parsed =
+        patch::parse(&args.patch).map_err(|e| ToolError::invalid_input(format!("patch {e}")))?;
+    let base = match &args.workdir {
+        None => roots.first().to_path_buf(),
+        Some(w) => {
+            if !Path::new(w).is_absolute() {
+                return Err(ToolError::invalid_input(format!(
+                    "workdir: `{w}` must be an absolute path"
+                )));
+            }
+            let dir = roots.resolve(w, None)?;
+            if dir.kind != Kind::Dir {
+                return Err(ToolError::invalid_input(format!(
+                    "workdir: `{w}` is not an existing directory"
+                )));
+            }
+            let dir = cx
+                .authorize(actions::APPLY_PATCH, &dir.resource(), dir)
+                .map_err(|e| {
+                    ToolError::new(
+                        e.code,
+                        format!(
+                            "workdir `{w}`: {} ({} approved root(s))",
+                            e.message,
+                            roots.len()
+                        ),
+                    )
+                })?;
+            dir.into_inner().path
+        }
+    };
+    let mut planner = Planner {
+        roots,
+        cx,
+        base,
+        seen: Vec::new(),
+    };
+    let mut steps = (Vec::new(), Vec::new());
+    let mut files = Vec::new();
+    for op in &parsed.ops {
+        planner
+            .plan(op, &mut steps, &mut files)
+            .map_err(nothing_written)?;
+    }
+
+    // Writes first, removals last, so an interrupted patch never loses a file it moved.
+    let ordered: Vec<&Step> = steps.0.iter().chain(steps.1.iter()).collect();
+    for (i, step) in ordered.iter().enumerate() {
+        if let Err(e) = run_step(step) {
+            let (Step::Write { target, .. } | Step::Remove { target, .. }) = step;
+            let not_undone = roll_back(&ordered[..i]);
+            let tail = if not_undone.is_empty() {
+                "every file already changed was restored".to_string()
+            } else {
+                format!("could not restore: {}", not_undone.join(", "))
+            };
+            return Err(ToolError::os(
+                format!("{}: write failed ({tail})", target.given),
+                &e,
+            ));
+        }
+    }
+    Ok(Reply::new(ApplyPatchOutput { files }))
+}
