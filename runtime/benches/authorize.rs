@@ -28,6 +28,14 @@ impl CoreHandlers for Noop {
             truncated: false,
         }))
     }
+
+    async fn apply_patch(
+        &self,
+        _call: Authorized<ApplyPatchArgs>,
+        _cx: &CallContext,
+    ) -> Result<Reply<ApplyPatchOutput>, ToolError> {
+        Ok(Reply::new(ApplyPatchOutput { files: Vec::new() }))
+    }
 }
 
 /// Runs a future that never waits (the no-op handler) to completion.
