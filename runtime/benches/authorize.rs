@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use generated::core::{CoreHandlers, ReadArgs, ReadOutput, actions};
+use generated::core::{
+    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ReadArgs, ReadOutput, actions,
+};
 use runtime::permissions::PermissionState;
 use tool_api::{Authorized, CallContext, Platform, Reply, ToolError};
 
