@@ -287,7 +287,7 @@ pub static TOOLS: &[tool_api::ToolSpec] = &[
         requires: &["read"],
         unpublished_when: &[],
         operations: &[],
-        status: tool_api::Status::Planned,
+        status: tool_api::Status::Ready,
         annotations: tool_api::Annotations {
             read_only: true,
             destructive: false,
@@ -315,7 +315,7 @@ pub static TOOLS: &[tool_api::ToolSpec] = &[
         requires: &["search"],
         unpublished_when: &["exec"],
         operations: &[],
-        status: tool_api::Status::Planned,
+        status: tool_api::Status::Ready,
         annotations: tool_api::Annotations {
             read_only: true,
             destructive: false,
@@ -327,7 +327,11 @@ pub static TOOLS: &[tool_api::ToolSpec] = &[
             tool_api::Platform::Macos,
             tool_api::Platform::Linux,
         ],
-        limits: &[("max_results", 200), ("max_context_lines", 10)],
+        limits: &[
+            ("max_results", 200),
+            ("max_context_lines", 10),
+            ("time_budget_ms", 20000),
+        ],
         input_schema: include_str!("../schemas/find.input.json"),
         output_schema: Some(include_str!("../schemas/find.output.json")),
     },

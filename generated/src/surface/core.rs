@@ -70,6 +70,9 @@ pub mod limits {
 
         /// `max_context_lines` from surface.toml.
         pub const MAX_CONTEXT_LINES: u64 = 10;
+
+        /// `time_budget_ms` from surface.toml.
+        pub const TIME_BUDGET_MS: u64 = 20000;
     }
 
     /// Limits of tool `apply_patch`.
@@ -162,6 +165,9 @@ pub struct ReadOutput {
     pub entries: Vec<ReadEntry>,
     /// True when a cap cut the result.
     pub truncated: bool,
+    /// What was cut and how to get the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Arguments of `view_image`.
@@ -326,6 +332,9 @@ pub struct FindOutput {
     /// `next_cursor` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+    /// `note` (see docs/TOOLS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Arguments of `apply_patch`.
@@ -781,6 +790,24 @@ pub trait CoreHandlers: Send + Sync + 'static {
         Output = Result<tool_api::Reply<ReadOutput>, tool_api::ToolError>,
     > + Send;
 
+    /// Handles `view_image` once its arguments are decoded, validated and authorized.
+    fn view_image(
+        &self,
+        call: tool_api::Authorized<ViewImageArgs>,
+        cx: &tool_api::CallContext,
+    ) -> impl std::future::Future<
+        Output = Result<tool_api::Reply<ViewImageOutput>, tool_api::ToolError>,
+    > + Send;
+
+    /// Handles `find` once its arguments are decoded, validated and authorized.
+    fn find(
+        &self,
+        call: tool_api::Authorized<FindArgs>,
+        cx: &tool_api::CallContext,
+    ) -> impl std::future::Future<
+        Output = Result<tool_api::Reply<FindOutput>, tool_api::ToolError>,
+    > + Send;
+
     /// Handles `apply_patch` once its arguments are decoded, validated and authorized.
     fn apply_patch(
         &self,
@@ -828,13 +855,13 @@ pub async fn dispatch<H: CoreHandlers>(
         }
         "view_image" => {
             let args: ViewImageArgs = tool_api::decode(arguments)?;
-            let _call = cx.authorize(actions::VIEW_IMAGE, &tool_api::Host, args)?;
-            Err(tool_api::ToolError::not_implemented("view_image"))
+            let call = cx.authorize(actions::VIEW_IMAGE, &tool_api::Host, args)?;
+            tool_api::encode(handlers.view_image(call, cx).await?)
         }
         "find" => {
             let args: FindArgs = tool_api::decode(arguments)?;
-            let _call = cx.authorize(actions::FIND, &tool_api::Host, args)?;
-            Err(tool_api::ToolError::not_implemented("find"))
+            let call = cx.authorize(actions::FIND, &tool_api::Host, args)?;
+            tool_api::encode(handlers.find(call, cx).await?)
         }
         "apply_patch" => {
             let args: ApplyPatchArgs = tool_api::decode(arguments)?;

@@ -2,11 +2,16 @@
 //! authorized arguments and authorize each target again through the call's gate.
 
 mod apply_patch;
+mod find;
 mod read;
+mod view_image;
 
 use std::sync::Arc;
 
-use generated::core::{ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ReadArgs, ReadOutput};
+use generated::core::{
+    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, FindArgs, FindOutput, ReadArgs, ReadOutput,
+    ViewImageArgs, ViewImageOutput,
+};
 use generated::desktop::DesktopHandlers;
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
 
@@ -44,6 +49,28 @@ impl CoreHandlers for CoreTools {
         let cx = cx.clone();
         let args = call.into_inner();
         blocking(move || read::run(&roots, &cx, args)).await?
+    }
+
+    async fn view_image(
+        &self,
+        call: Authorized<ViewImageArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<ViewImageOutput>, ToolError> {
+        let roots = self.roots.clone();
+        let cx = cx.clone();
+        let args = call.into_inner();
+        blocking(move || view_image::run(&roots, &cx, args)).await?
+    }
+
+    async fn find(
+        &self,
+        call: Authorized<FindArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<FindOutput>, ToolError> {
+        let roots = self.roots.clone();
+        let cx = cx.clone();
+        let args = call.into_inner();
+        blocking(move || find::run(&roots, &cx, args)).await?
     }
 
     async fn apply_patch(

@@ -2,10 +2,11 @@
 
 use generated::core::{ReadArgs, ReadOutput, actions, limits};
 use generated::types::{DirEntry, DirEntryKind, ReadEntry, ReadEntryKind};
-use tool_api::{CallContext, ErrorCode, Reply, ToolError};
+use tool_api::{CallContext, ErrorCode, Image, Reply, ToolError};
 
 use crate::ops::fs::{self, Content};
-use crate::ops::path_policy::{Kind, Roots};
+use crate::ops::path_policy::{Kind, Resolved, Roots};
+use crate::ops::{image, search};
 
 struct Request {
     path: String,
@@ -40,6 +41,95 @@ fn error_entry(path: &str, e: &ToolError) -> ReadEntry {
 
 fn clamp(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Expands globs into the paths they match (bounded), keeping plain paths as they are.
+fn expand(
+    roots: &Roots,
+    cx: &CallContext,
+    requests: Vec<Request>,
+    notes: &mut Vec<String>,
+    entries: &mut Vec<ReadEntry>,
+) -> (Vec<Request>, bool) {
+    let max = usize::try_from(limits::read::MAX_GLOB_MATCHES).unwrap_or(200);
+    let mut out = Vec::new();
+    let mut cut = false;
+    for req in requests {
+        if !search::is_glob(&req.path) {
+            out.push(req);
+            continue;
+        }
+        let (base_given, pattern) = search::split_glob(&req.path);
+        let base = match authorize_path(roots, cx, &base_given) {
+            Ok(b) if b.kind == Kind::Dir => b,
+            Ok(_) => {
+                entries.push(error_entry(
+                    &req.path,
+                    &ToolError::new(
+                        ErrorCode::NotFound,
+                        format!("{}: `{base_given}` is not a directory", req.path),
+                    ),
+                ));
+                continue;
+            }
+            Err(e) => {
+                entries.push(error_entry(&req.path, &e));
+                continue;
+            }
+        };
+        match search::expand_glob(&base, &pattern, max) {
+            Ok((matches, total)) => {
+                if matches.is_empty() {
+                    entries.push(error_entry(
+                        &req.path,
+                        &ToolError::new(
+                            ErrorCode::NotFound,
+                            format!("{}: the glob matched no file", req.path),
+                        ),
+                    ));
+                }
+                if total > matches.len() {
+                    cut = true;
+                    notes.push(format!(
+                        "`{}` matched {total} files; the first {} (by name) are read",
+                        req.path,
+                        matches.len()
+                    ));
+                }
+                for rel in matches {
+                    let path = if base_given == "." {
+                        rel
+                    } else {
+                        format!("{}/{rel}", base_given.trim_end_matches('/'))
+                    };
+                    out.push(Request {
+                        path,
+                        start: req.start,
+                        end: req.end,
+                    });
+                }
+            }
+            Err(e) => entries.push(error_entry(&req.path, &e)),
+        }
+    }
+    (out, cut)
+}
+
+/// Resolves and authorizes one path for `read`; errors name the path as given.
+fn authorize_path(
+    roots: &Roots,
+    cx: &CallContext,
+    given: &str,
+) -> Result<tool_api::Authorized<Resolved>, ToolError> {
+    let resolved = roots.resolve(given, None)?;
+    let resource = resolved.resource();
+    cx.authorize(actions::READ, &resource, resolved)
+        .map_err(|mut e| {
+            if e.code == ErrorCode::PathNotAllowed {
+                e.message = format!("{given}: {} ({} approved root(s))", e.message, roots.len());
+            }
+            e
+        })
 }
 
 pub(super) fn run(
@@ -80,27 +170,13 @@ pub(super) fn run(
     }
 
     let mut entries = Vec::with_capacity(requests.len());
-    let mut truncated = false;
+    let mut notes = Vec::new();
+    let mut images = Vec::new();
+    let (requests, mut truncated) = expand(roots, cx, requests, &mut notes, &mut entries);
     for req in requests {
-        let resolved = match roots.resolve(&req.path, None) {
-            Ok(r) => r,
-            Err(e) => {
-                entries.push(error_entry(&req.path, &e));
-                continue;
-            }
-        };
-        let resource = resolved.resource();
-        let target = match cx.authorize(actions::READ, &resource, resolved) {
+        let target = match authorize_path(roots, cx, &req.path) {
             Ok(t) => t,
-            Err(mut e) => {
-                if e.code == ErrorCode::PathNotAllowed {
-                    e.message = format!(
-                        "{}: {} ({} approved root(s))",
-                        req.path,
-                        e.message,
-                        roots.len()
-                    );
-                }
+            Err(e) => {
                 entries.push(error_entry(&req.path, &e));
                 continue;
             }
@@ -190,19 +266,42 @@ pub(super) fn run(
                         e.text = Some(slice.text);
                         entries.push(e);
                     }
-                    Ok(Content::Binary { size, mime }) => {
-                        let kind = if mime.is_some_and(|m| m.starts_with("image/")) {
-                            ReadEntryKind::Image
-                        } else {
-                            ReadEntryKind::Binary
-                        };
-                        let mut e = entry(&req.path, kind);
+                    Ok(Content::Binary { size, mime })
+                        if mime.is_some_and(|m| m.starts_with("image/")) =>
+                    {
+                        let mut e = entry(&req.path, ReadEntryKind::Image);
                         e.size = Some(clamp(size));
                         e.mime = mime.map(str::to_string);
-                        e.note = Some(format!(
-                            "{} file, {size} bytes; not shown as text",
-                            mime.unwrap_or("binary")
-                        ));
+                        match image::prepare(&target, super::view_image::bounds()) {
+                            Ok(p) if p.data.len() <= remaining => {
+                                remaining -= p.data.len();
+                                e.note = Some(p.describe(&req.path));
+                                images.push(Image {
+                                    data: p.data,
+                                    mime: p.mime.to_string(),
+                                });
+                            }
+                            Ok(_) => {
+                                truncated = true;
+                                e.note = Some("image not inlined: it would pass this call's 512 KB; use view_image".into());
+                            }
+                            Err(err) => {
+                                e.error_code = Some(err.code.as_str().to_string());
+                                e.note = Some(err.message);
+                            }
+                        }
+                        entries.push(e);
+                    }
+                    Ok(Content::Binary { size, mime }) => {
+                        let mut e = entry(&req.path, ReadEntryKind::Binary);
+                        e.size = Some(clamp(size));
+                        e.mime = mime.map(str::to_string);
+                        e.note = Some(match mime {
+                            Some(m) => format!("{m} file, {size} bytes; not shown as text"),
+                            None => {
+                                format!("binary or non-UTF-8 file, {size} bytes; not shown as text")
+                            }
+                        });
                         entries.push(e);
                     }
                     Err(err) => entries.push(error_entry(
@@ -213,5 +312,14 @@ pub(super) fn run(
             }
         }
     }
-    Ok(Reply::new(ReadOutput { entries, truncated }))
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
+    Ok(Reply {
+        output: ReadOutput {
+            entries,
+            truncated,
+            note,
+        },
+        text: None,
+        images,
+    })
 }

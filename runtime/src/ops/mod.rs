@@ -3,4 +3,6 @@
 
 mod beneath;
 pub mod fs;
+pub mod image;
 pub mod path_policy;
+pub mod search;

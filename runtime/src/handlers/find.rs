@@ -1,0 +1,137 @@
+//! `find`: file names and text inside the approved roots, without a shell.
+//!
+//! The call is authorized per search base (each directory or file in `paths`); each result is
+//! authorized again before it is returned, so a policy that forbids a file keeps it out of the
+//! results even though the walk passed through its directory. Withheld results are counted,
+//! never shown.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use generated::core::{FindArgs, FindArgsMode, FindOutput, actions, limits};
+use generated::types::FindMatch;
+use tool_api::{CallContext, ErrorCode, Reply, ToolError};
+
+use crate::ops::path_policy::{Kind, Roots};
+use crate::ops::search::{self, Mode, Query};
+
+fn encode_cursor(path: &str, line: u64) -> String {
+    let raw = serde_json::json!([path, line]).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn decode_cursor(cursor: &str) -> Result<(String, u64), ToolError> {
+    let bad = || ToolError::invalid_input("cursor: not a cursor from a previous find result");
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| bad())?;
+    let (path, line): (String, u64) = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    Ok((path, line))
+}
+
+fn clamp(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+pub(super) fn run(
+    roots: &Roots,
+    cx: &CallContext,
+    args: FindArgs,
+) -> Result<Reply<FindOutput>, ToolError> {
+    let given = args.paths.unwrap_or_else(|| vec![".".to_string()]);
+    let mut bases = Vec::with_capacity(given.len());
+    for g in &given {
+        let resolved = roots.resolve(g, None)?;
+        let resource = resolved.resource();
+        let base = cx
+            .authorize(actions::FIND, &resource, resolved)
+            .map_err(|e| {
+                let roots = if e.code == ErrorCode::PathNotAllowed {
+                    format!(" ({} approved root(s))", roots.len())
+                } else {
+                    String::new()
+                };
+                ToolError::new(e.code, format!("{g}: {}{roots}", e.message))
+            })?;
+        match base.kind {
+            Kind::Dir | Kind::File => bases.push(base),
+            Kind::Missing => {
+                return Err(ToolError::new(
+                    ErrorCode::NotFound,
+                    format!("{g}: no such file or directory"),
+                ));
+            }
+            Kind::Special => {
+                return Err(ToolError::new(
+                    ErrorCode::PathNotAllowed,
+                    format!("{g}: not a regular file or directory"),
+                ));
+            }
+        }
+    }
+    let query = Query {
+        query: args.query,
+        mode: match args.mode.unwrap_or(FindArgsMode::Text) {
+            FindArgsMode::Text => Mode::Text,
+            FindArgsMode::Regex => Mode::Regex,
+            FindArgsMode::Name => Mode::Name,
+        },
+        glob: args.glob,
+        context: usize::try_from(args.context_lines.unwrap_or(0)).unwrap_or(0),
+        max: usize::try_from(limits::find::MAX_RESULTS).unwrap_or(200),
+        after: args.cursor.as_deref().map(decode_cursor).transpose()?,
+        deadline: Instant::now() + Duration::from_millis(limits::find::TIME_BUDGET_MS),
+    };
+    let found = search::search(&bases, &query)?;
+
+    let mut matches = Vec::with_capacity(found.hits.len());
+    let mut withheld = 0usize;
+    let mut last_key = None;
+    for hit in found.hits {
+        last_key = Some((hit.shown.clone(), hit.line.unwrap_or(0)));
+        let resource = generated::resources::Path {
+            id: hit.path.to_string_lossy().into_owned(),
+            inside_root: roots.contains(&hit.path),
+            kind: "file".into(),
+        };
+        if cx.authorize(actions::FIND, &resource, ()).is_err() {
+            withheld += 1;
+            continue;
+        }
+        matches.push(FindMatch {
+            path: hit.shown,
+            line: hit.line.map(clamp),
+            text: hit.text,
+            before: (!hit.before.is_empty()).then_some(hit.before),
+            after: (!hit.after.is_empty()).then_some(hit.after),
+        });
+    }
+    let mut notes = Vec::new();
+    if found.more {
+        notes.push(format!(
+            "more results follow; pass next_cursor to continue (pages of {})",
+            query.max
+        ));
+    }
+    if found.timed_out {
+        notes.push(format!(
+            "stopped after {} s; narrow `paths` or `glob`",
+            limits::find::TIME_BUDGET_MS / 1000
+        ));
+    }
+    if withheld > 0 {
+        notes.push(format!("{withheld} result(s) withheld by policy"));
+    }
+    if matches.is_empty() && withheld == 0 && !found.timed_out {
+        notes.push(format!("no match in {} file(s)", found.files));
+    }
+    let next_cursor = found
+        .more
+        .then(|| last_key.map(|(p, l)| encode_cursor(&p, l)))
+        .flatten();
+    Ok(Reply::new(FindOutput {
+        matches,
+        next_cursor,
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+    }))
+}

@@ -1,0 +1,181 @@
+//! Images for the model: PNG, JPEG, GIF and WebP only, checked before decoding (dimensions
+//! read from the header, so a decompression bomb is refused before it is expanded), decoded
+//! under allocation limits, and downscaled to a bounded size.
+
+use std::io::{Cursor, Read as _};
+
+use base64::Engine as _;
+use image::{ImageFormat, ImageReader, Limits};
+use tool_api::{Authorized, ErrorCode, ToolError};
+
+use super::path_policy::Resolved;
+
+/// Bounds for one image.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// Largest file accepted.
+    pub max_file_bytes: u64,
+    /// Largest decoded size accepted, in pixels.
+    pub max_pixels: u64,
+    /// Longest side of what is returned.
+    pub max_dimension: u32,
+}
+
+/// An image ready to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    /// Base64 of the bytes sent.
+    pub data: String,
+    /// Their MIME type.
+    pub mime: &'static str,
+    /// Size sent.
+    pub width: u32,
+    /// Size sent.
+    pub height: u32,
+    /// Size of the file's image.
+    pub original_width: u32,
+    /// Size of the file's image.
+    pub original_height: u32,
+    /// `PNG`, `JPEG`, `GIF` or `WebP`.
+    pub format: &'static str,
+}
+
+impl Prepared {
+    /// One line for the model beside the image.
+    pub fn describe(&self, path: &str) -> String {
+        if (self.width, self.height) == (self.original_width, self.original_height) {
+            format!(
+                "{path}: {} image, {}×{} pixels",
+                self.format, self.width, self.height
+            )
+        } else {
+            format!(
+                "{path}: {} image, {}×{} pixels, shown downscaled to {}×{}",
+                self.format, self.original_width, self.original_height, self.width, self.height
+            )
+        }
+    }
+}
+
+fn format_name(f: ImageFormat) -> Option<(&'static str, &'static str)> {
+    match f {
+        ImageFormat::Png => Some(("PNG", "image/png")),
+        ImageFormat::Jpeg => Some(("JPEG", "image/jpeg")),
+        ImageFormat::Gif => Some(("GIF", "image/gif")),
+        ImageFormat::WebP => Some(("WebP", "image/webp")),
+        _ => None,
+    }
+}
+
+fn invalid(path: &str, what: impl std::fmt::Display) -> ToolError {
+    ToolError::invalid_input(format!("{path}: {what}"))
+}
+
+/// Reads, checks, decodes and bounds the image at `file`.
+pub fn prepare(file: &Authorized<Resolved>, bounds: Bounds) -> Result<Prepared, ToolError> {
+    let path = file.given.as_str();
+    let (f, _) =
+        super::fs::open(file).map_err(|e| ToolError::os(format!("{path}: cannot open"), &e))?;
+    let size = f
+        .metadata()
+        .map_err(|e| ToolError::os(format!("{path}: cannot stat"), &e))?
+        .len();
+    if size > bounds.max_file_bytes {
+        return Err(ToolError::new(
+            ErrorCode::OutputLimit,
+            format!(
+                "{path}: {size} bytes; images up to {} bytes are viewed",
+                bounds.max_file_bytes
+            ),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    f.take(bounds.max_file_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::os(format!("{path}: cannot read"), &e))?;
+
+    let reader = ImageReader::new(Cursor::new(&bytes))
+        .with_guessed_format()
+        .map_err(|e| ToolError::os(format!("{path}: cannot read"), &e))?;
+    let Some((format, mime)) = reader.format().and_then(format_name) else {
+        return Err(invalid(path, "not a PNG, JPEG, GIF or WebP image"));
+    };
+    let (w, h) = reader
+        .into_dimensions()
+        .map_err(|e| invalid(path, format!("unreadable {format} header: {e}")))?;
+    let pixels = u64::from(w) * u64::from(h);
+    if pixels > bounds.max_pixels {
+        return Err(invalid(
+            path,
+            format!(
+                "{w}×{h} is {pixels} pixels, more than the {} gantry decodes (possible decompression bomb)",
+                bounds.max_pixels
+            ),
+        ));
+    }
+
+    let mut reader = ImageReader::new(Cursor::new(&bytes))
+        .with_guessed_format()
+        .map_err(|e| ToolError::os(format!("{path}: cannot read"), &e))?;
+    let mut limits = Limits::default();
+    limits.max_image_width = Some(w);
+    limits.max_image_height = Some(h);
+    // RGBA at 16 bits per channel is the widest decode; anything above is a lie in the header.
+    limits.max_alloc = Some(pixels.saturating_mul(8).max(1 << 20));
+    reader.limits(limits);
+    let decoded = reader
+        .decode()
+        .map_err(|e| invalid(path, format!("cannot decode {format}: {e}")))?;
+
+    let longest = w.max(h);
+    if longest <= bounds.max_dimension && format != "GIF" {
+        // Small enough and in a format every client takes: send the file's own bytes.
+        return Ok(Prepared {
+            data: base64::engine::general_purpose::STANDARD.encode(&bytes),
+            mime,
+            width: w,
+            height: h,
+            original_width: w,
+            original_height: h,
+            format,
+        });
+    }
+    let shown = if longest > bounds.max_dimension {
+        decoded.resize(
+            bounds.max_dimension,
+            bounds.max_dimension,
+            image::imageops::FilterType::Triangle,
+        )
+    } else {
+        decoded
+    };
+    // Photos stay JPEG; everything else (transparency, line art, GIF frames) becomes PNG.
+    let (out_format, out_mime) = if format == "JPEG" {
+        (ImageFormat::Jpeg, "image/jpeg")
+    } else {
+        (ImageFormat::Png, "image/png")
+    };
+    let shown = if out_format == ImageFormat::Jpeg {
+        image::DynamicImage::ImageRgb8(shown.to_rgb8())
+    } else {
+        shown
+    };
+    let mut out = Vec::new();
+    shown
+        .write_to(&mut Cursor::new(&mut out), out_format)
+        .map_err(|e| {
+            ToolError::new(
+                ErrorCode::Internal,
+                format!("{path}: cannot encode the downscaled image: {e}"),
+            )
+        })?;
+    Ok(Prepared {
+        data: base64::engine::general_purpose::STANDARD.encode(&out),
+        mime: out_mime,
+        width: shown.width(),
+        height: shown.height(),
+        original_width: w,
+        original_height: h,
+        format,
+    })
+}

@@ -1,0 +1,434 @@
+//! `read`, `view_image` and `find` end to end, through a real MCP client over stdio.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use support::{Sandbox, call, is_error, text};
+
+fn structured(result: &rmcp::model::CallToolResult) -> Value {
+    result.structured_content.clone().unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn read_batches_paths_ranges_and_directories() {
+    let sb = Sandbox::new();
+    sb.write("b.txt", "b1\nb2\nb3\nb4\n");
+    sb.write("dir/z.txt", "z");
+    sb.write("dir/a.txt", "a");
+    std::fs::create_dir_all(sb.root().join("dir/sub")).unwrap();
+    let client = sb.stdio(&[]).await;
+    let r = call(&client, "read", json!({ "paths": ["dir"], "ranges": [{ "path": "b.txt", "start_line": 2, "end_line": 3 }, { "path": "b.txt", "start_line": 4 }] })).await;
+    let s = structured(&r);
+    let names: Vec<&str> = s["entries"][0]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a.txt", "sub", "z.txt"]);
+    assert_eq!(s["entries"][0]["entries"][1]["kind"], "dir");
+    assert!(
+        s["entries"][0]["entries"][0]["mtime"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    assert_eq!(s["entries"][1]["text"], "b2\nb3\n");
+    assert_eq!(
+        (
+            s["entries"][1]["start_line"].as_i64(),
+            s["entries"][1]["end_line"].as_i64()
+        ),
+        (Some(2), Some(3))
+    );
+    assert_eq!(s["entries"][2]["text"], "b4\n");
+    assert_eq!(s["entries"][2]["total_lines"], 4);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_large_file_is_cut_on_a_line_boundary_with_the_line_to_continue_from() {
+    let sb = Sandbox::new();
+    // 10 000 lines of 64 bytes: 640 KB.
+    let line = format!("{}\n", "x".repeat(63));
+    sb.write("big.txt", &line.repeat(10_000));
+    sb.write("small.txt", "tiny\n");
+    let client = sb.stdio(&[]).await;
+    let r = call(
+        &client,
+        "read",
+        json!({ "paths": ["big.txt", "small.txt"] }),
+    )
+    .await;
+    let s = structured(&r);
+    let big = &s["entries"][0];
+    assert_eq!(big["text"].as_str().unwrap().len(), 262_144);
+    assert_eq!(big["next_start_line"], 4097);
+    assert_eq!(big["total_lines"], 10_000);
+    assert_eq!(
+        big["note"],
+        "cut at the 256 KB per-file cap; continue with start_line 4097"
+    );
+    assert_eq!(s["entries"][1]["text"], "tiny\n");
+    assert_eq!(s["truncated"], true);
+    // Continuing from the line given reads the next window exactly.
+    let r = call(
+        &client,
+        "read",
+        json!({ "ranges": [{ "path": "big.txt", "start_line": 4097 }] }),
+    )
+    .await;
+    let next = &structured(&r)["entries"][0];
+    assert_eq!(next["start_line"], 4097);
+    assert_eq!(next["end_line"], 8192);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_call_budget_is_shared_between_files() {
+    let sb = Sandbox::new();
+    let line = format!("{}\n", "y".repeat(1023));
+    for name in ["1.txt", "2.txt", "3.txt"] {
+        sb.write(name, &line.repeat(200)); // 200 KB each
+    }
+    let client = sb.stdio(&[]).await;
+    let r = call(
+        &client,
+        "read",
+        json!({ "paths": ["1.txt", "2.txt", "3.txt"] }),
+    )
+    .await;
+    let s = structured(&r);
+    let total: usize = s["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["text"].as_str().map_or(0, str::len))
+        .sum();
+    assert!(total <= 524_288, "{total}");
+    assert_eq!(
+        s["entries"][2]["note"],
+        "cut at the call's 512 KB; continue with start_line 113"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn encodings_are_decoded_and_binaries_described() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.root().join("bom.txt"), "\u{FEFF}hello\n").unwrap();
+    let utf16: Vec<u8> = [0xFF, 0xFE]
+        .into_iter()
+        .chain("héllo\nworld\n".encode_utf16().flat_map(u16::to_le_bytes))
+        .collect();
+    std::fs::write(sb.root().join("utf16.txt"), utf16).unwrap();
+    std::fs::write(sb.root().join("blob.bin"), [0u8, 1, 2, 3, 0, 9]).unwrap();
+    std::fs::write(
+        sb.root().join("latin1.txt"),
+        [b'c', b'a', b'f', 0xE9, b'\n'],
+    )
+    .unwrap();
+    let client = sb.stdio(&[]).await;
+    let r = call(
+        &client,
+        "read",
+        json!({ "paths": ["bom.txt", "utf16.txt", "blob.bin", "latin1.txt"] }),
+    )
+    .await;
+    let s = structured(&r);
+    assert_eq!(s["entries"][0]["text"], "hello\n");
+    assert_eq!(s["entries"][1]["text"], "héllo\nworld\n");
+    assert_eq!(s["entries"][1]["note"], "decoded from UTF-16");
+    assert_eq!(s["entries"][2]["kind"], "binary");
+    assert_eq!(s["entries"][2]["size"], 6);
+    assert!(s["entries"][2].get("text").is_none());
+    assert_eq!(s["entries"][3]["kind"], "binary");
+    assert_eq!(
+        s["entries"][3]["note"],
+        "binary or non-UTF-8 file, 5 bytes; not shown as text"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn globs_expand_bounded_and_say_when_they_were_cut() {
+    let sb = Sandbox::new();
+    for i in 0..250 {
+        sb.write(&format!("many/f{i:03}.txt"), "x");
+    }
+    sb.write("src/a.rs", "fn a() {}\n");
+    sb.write("src/deep/b.rs", "fn b() {}\n");
+    sb.write("src/c.txt", "no");
+    let client = sb.stdio(&[]).await;
+    let r = call(&client, "read", json!({ "paths": ["src/**/*.rs"] })).await;
+    let paths: Vec<String> = structured(&r)["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(paths, ["src/a.rs", "src/deep/b.rs"]);
+    let r = call(&client, "read", json!({ "paths": ["many/*.txt"] })).await;
+    let s = structured(&r);
+    assert_eq!(s["entries"].as_array().unwrap().len(), 200);
+    assert_eq!(
+        s["note"],
+        "`many/*.txt` matched 250 files; the first 200 (by name) are read"
+    );
+    assert_eq!(s["truncated"], true);
+    let r = call(
+        &client,
+        "read",
+        json!({ "paths": ["nothing/*.x", "*.none"] }),
+    )
+    .await;
+    assert_eq!(structured(&r)["entries"][0]["error_code"], "NOT_FOUND");
+    assert_eq!(
+        structured(&r)["entries"][1]["note"],
+        "*.none: the glob matched no file"
+    );
+    client.cancel().await.unwrap();
+}
+
+fn png(width: u32, height: u32) -> Vec<u8> {
+    let img = image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([(x % 256) as u8, (y % 256) as u8, 128])
+    });
+    let mut out = Vec::new();
+    image::DynamicImage::ImageRgb8(img)
+        .write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png)
+        .unwrap();
+    out
+}
+
+/// A PNG whose header claims `width`×`height` and carries a few bytes of compressed data: a
+/// decoder that trusted it would allocate width × height × 3 bytes.
+fn png_header_only(width: u32, height: u32) -> Vec<u8> {
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = 0xFFFF_FFFFu32;
+        for b in data {
+            crc ^= u32::from(*b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    0xEDB8_8320 ^ (crc >> 1)
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+    let mut ihdr = b"IHDR".to_vec();
+    ihdr.extend(width.to_be_bytes());
+    ihdr.extend(height.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]);
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut chunk = |body: &[u8]| {
+        out.extend(((body.len() - 4) as u32).to_be_bytes());
+        out.extend(body);
+        out.extend(crc32(body).to_be_bytes());
+    };
+    chunk(&ihdr);
+    chunk(b"IDAT\x78\x9c\x03\x00\x00\x00\x00\x01");
+    chunk(b"IEND");
+    out
+}
+
+#[tokio::test]
+async fn view_image_returns_a_bounded_image_with_a_description() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.root().join("wide.png"), png(3000, 1000)).unwrap();
+    std::fs::write(sb.root().join("small.png"), png(40, 30)).unwrap();
+    std::fs::write(
+        sb.root().join("bomb.png"),
+        png_header_only(100_000, 100_000),
+    )
+    .unwrap();
+    std::fs::write(sb.root().join("fake.png"), b"not an image at all").unwrap();
+    let client = sb.stdio(&[]).await;
+
+    let r = call(&client, "view_image", json!({ "path": "wide.png" })).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(
+        text(&r),
+        "wide.png: PNG image, 3000×1000 pixels, shown downscaled to 2048×683"
+    );
+    let image = r
+        .content
+        .iter()
+        .find_map(|c| c.as_image())
+        .expect("image content");
+    assert_eq!(image.mime_type, "image/png");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(&image.data)
+        .unwrap();
+    let decoded = image::load_from_memory(&bytes).unwrap();
+    assert_eq!((decoded.width(), decoded.height()), (2048, 683));
+    assert_eq!(
+        structured(&r),
+        json!({ "path": "wide.png", "mime": "image/png", "width": 2048, "height": 683, "original_width": 3000, "original_height": 1000 })
+    );
+
+    let r = call(&client, "view_image", json!({ "path": "small.png" })).await;
+    assert_eq!(text(&r), "small.png: PNG image, 40×30 pixels");
+
+    let r = call(&client, "view_image", json!({ "path": "bomb.png" })).await;
+    assert_eq!(
+        text(&r),
+        "INVALID_INPUT: bomb.png: 100000×100000 is 10000000000 pixels, more than the 50000000 gantry decodes (possible decompression bomb)"
+    );
+    let r = call(&client, "view_image", json!({ "path": "fake.png" })).await;
+    assert_eq!(
+        text(&r),
+        "INVALID_INPUT: fake.png: not a PNG, JPEG, GIF or WebP image"
+    );
+    let r = call(&client, "view_image", json!({ "path": "../outside.png" })).await;
+    assert!(
+        text(&r).starts_with("PATH_NOT_ALLOWED: ../outside.png: "),
+        "{}",
+        text(&r)
+    );
+
+    // Images among read's paths come back as image content too.
+    let r = call(&client, "read", json!({ "paths": ["small.png"] })).await;
+    assert_eq!(structured(&r)["entries"][0]["kind"], "image");
+    assert_eq!(
+        r.content.iter().filter(|c| c.as_image().is_some()).count(),
+        1
+    );
+    client.cancel().await.unwrap();
+}
+
+async fn find_client(sb: &Sandbox) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    // find is published when exec is off.
+    sb.config("[permissions]\nexec = false\n");
+    sb.stdio(&[]).await
+}
+
+#[tokio::test]
+async fn find_searches_text_with_context_and_honours_gitignore() {
+    let sb = Sandbox::new();
+    sb.write(
+        "src/main.rs",
+        "fn main() {\n    let needle = 1;\n    println!(\"{needle}\");\n}\n",
+    );
+    sb.write("src/lib.rs", "// no match here\n");
+    sb.write("target/gen.rs", "needle in build output\n");
+    sb.write(".gitignore", "target/\n");
+    std::fs::create_dir_all(sb.root().join(".git")).unwrap();
+    let client = find_client(&sb).await;
+    let r = call(
+        &client,
+        "find",
+        json!({ "query": "needle", "context_lines": 1 }),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(
+        structured(&r)["matches"],
+        json!([
+            { "path": "src/main.rs", "line": 2, "text": "    let needle = 1;", "before": ["fn main() {"] },
+            { "path": "src/main.rs", "line": 3, "text": "    println!(\"{needle}\");", "after": ["}"] }
+        ])
+    );
+    let r = call(
+        &client,
+        "find",
+        json!({ "query": "n[e]+dle = \\d", "mode": "regex", "paths": ["src"] }),
+    )
+    .await;
+    assert_eq!(structured(&r)["matches"][0]["path"], "src/main.rs");
+    assert_eq!(structured(&r)["matches"].as_array().unwrap().len(), 1);
+    let r = call(&client, "find", json!({ "query": "*.rs", "mode": "name" })).await;
+    let s = structured(&r);
+    let names: Vec<&str> = s["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["src/lib.rs", "src/main.rs"]);
+    let r = call(&client, "find", json!({ "query": "(", "mode": "regex" })).await;
+    assert!(
+        text(&r).starts_with("INVALID_INPUT: query: "),
+        "{}",
+        text(&r)
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn find_pages_with_a_cursor_without_losing_or_repeating_results() {
+    let sb = Sandbox::new();
+    for f in 0..30 {
+        let body: String = (0..20).map(|l| format!("hit {f} {l}\n")).collect();
+        sb.write(&format!("d/f{f:02}.txt"), &body);
+    }
+    let client = find_client(&sb).await;
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut args = json!({ "query": "hit" });
+        if let Some(c) = &cursor {
+            args["cursor"] = json!(c);
+        }
+        let r = call(&client, "find", args).await;
+        let s = structured(&r);
+        for m in s["matches"].as_array().unwrap() {
+            seen.push(format!("{}:{}", m["path"].as_str().unwrap(), m["line"]));
+        }
+        pages += 1;
+        match s["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen.len(), 600);
+    let mut dedup = seen.clone();
+    dedup.sort();
+    dedup.dedup();
+    assert_eq!(dedup.len(), 600);
+    let r = call(
+        &client,
+        "find",
+        json!({ "query": "hit", "cursor": "garbage" }),
+    )
+    .await;
+    assert_eq!(
+        text(&r),
+        "INVALID_INPUT: cursor: not a cursor from a previous find result"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn find_withholds_results_a_policy_forbids() {
+    let sb = Sandbox::new();
+    sb.write("open/a.txt", "token\n");
+    sb.write("secret/key.txt", "token\n");
+    let dir = sb.path("policies");
+    std::fs::create_dir_all(&dir).unwrap();
+    for e in std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies"))
+        .unwrap()
+    {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    let secret = sb.root().join("secret/key.txt").canonicalize().unwrap();
+    std::fs::write(dir.join("local.cedar"), format!("@id(\"local.secret\")\nforbid (principal, action, resource is Path) when {{ resource == Path::\"{}\" }};\n", secret.display())).unwrap();
+    sb.config("[permissions]\nexec = false\n");
+    let client = sb.stdio(&["--policies", &dir.display().to_string()]).await;
+    let r = call(&client, "find", json!({ "query": "token" })).await;
+    let s = structured(&r);
+    assert_eq!(
+        s["matches"],
+        json!([{ "path": "open/a.txt", "line": 1, "text": "token" }])
+    );
+    assert_eq!(s["note"], "1 result(s) withheld by policy");
+    client.cancel().await.unwrap();
+}
