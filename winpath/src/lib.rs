@@ -1,5 +1,5 @@
-//! Windows path forms, as pure string functions so they are tested on every platform (and
-//! used at run time on Windows). Windows accepts spellings that alias other files or devices:
+//! Windows path forms, as pure string functions so they are tested on every platform, under
+//! Wine for the Windows target, and used at run time on Windows. Windows accepts spellings that alias other files or devices:
 //! reserved device names (`NUL`, `COM1.txt`), alternate data streams (`a.txt:secret`),
 //! trailing dots and spaces (`a.txt.` is `a.txt`), the device namespace (`\\.\`), and it
 //! compares names without regard to case. Each of these is refused or normalised here.
@@ -130,6 +130,40 @@ pub fn contains(root: &str, path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Under Wine (or on Windows) the standard library parses prefixes the OS's way: the pure
+    /// functions must agree with it.
+    #[cfg(windows)]
+    #[test]
+    fn agrees_with_the_platform_on_prefixes() {
+        use std::path::{Component, Path, Prefix};
+        for (path, ours) in [
+            (r"C:\Users\me", "C:"),
+            (r"\\?\C:\Users\me", "C:"),
+            (r"\\server\share\dir", r"\\server\share"),
+            (r"\\?\UNC\server\share\f", r"\\server\share"),
+        ] {
+            let Some(Component::Prefix(p)) = Path::new(path).components().next() else {
+                panic!("{path}: no prefix")
+            };
+            let std_form = match p.kind() {
+                Prefix::Disk(d) | Prefix::VerbatimDisk(d) => {
+                    format!("{}:", (d as char).to_ascii_uppercase())
+                }
+                Prefix::UNC(s, h) | Prefix::VerbatimUNC(s, h) => {
+                    format!(r"\\{}\{}", s.to_string_lossy(), h.to_string_lossy())
+                }
+                other => panic!("{path}: unexpected {other:?}"),
+            };
+            assert_eq!(std_form, ours, "{path}");
+            assert_eq!(
+                split_prefix(path).map(|(p, _)| p),
+                Ok(ours.to_string()),
+                "{path}"
+            );
+        }
+        assert!(Path::new(r"C:\x").is_absolute() && !Path::new(r"C:x").is_absolute());
+    }
 
     #[test]
     fn prefixes_are_split_and_normalised() {

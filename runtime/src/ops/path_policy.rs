@@ -7,8 +7,6 @@
 //! lexically (it has no symlinks to follow). The result says whether it lies inside an approved
 //! root and what kind of thing it is; `policies/paths.cedar` decides.
 
-pub mod windows;
-
 use std::path::{Component, Path, PathBuf};
 
 use tool_api::ToolError;
@@ -128,7 +126,7 @@ impl Roots {
             return Err(ToolError::invalid_input("path contains a NUL byte"));
         }
         if cfg!(windows)
-            && let Err(refusal) = windows::check(given)
+            && let Err(refusal) = winpath::check(given)
         {
             return Err(ToolError::new(
                 tool_api::ErrorCode::PathNotAllowed,
@@ -157,7 +155,7 @@ impl Roots {
 /// Whether canonical `path` is `root` or below it (without regard to case on Windows).
 fn within(root: &Path, path: &Path) -> bool {
     if cfg!(windows) {
-        windows::contains(&root.to_string_lossy(), &path.to_string_lossy())
+        winpath::contains(&root.to_string_lossy(), &path.to_string_lossy())
     } else {
         path.starts_with(root)
     }
