@@ -29,6 +29,7 @@ impl Sandbox {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("root")).unwrap();
         std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
         Sandbox { dir }
     }
 
@@ -68,6 +69,7 @@ impl Sandbox {
     pub async fn stdio(&self, extra: &[&str]) -> RunningService<RoleClient, ()> {
         let args = self.args();
         let cwd = self.root();
+        let home = self.path("home");
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let transport =
             TokioChildProcess::new(tokio::process::Command::new(gantry()).configure(|cmd| {
@@ -91,6 +93,7 @@ impl Sandbox {
             .args(extra)
             .current_dir(self.root())
             .env("GANTRY_LOG", "warn")
+            .env("HOME", self.path("home"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

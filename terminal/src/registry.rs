@@ -1,0 +1,325 @@
+//! The live sessions: bounded in number (the least recently used is ended to make room, and
+//! the reply says so), ended when idle too long, and all ended on shutdown.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::session::{Exit, Session, Spawn, Wait};
+use crate::shell::{Shell, batch_script};
+use crate::window::{Drained, SpillConfig};
+
+/// Registry settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Most live sessions.
+    pub max_sessions: usize,
+    /// A session unused this long is ended.
+    pub idle_timeout: Duration,
+    /// Where spill files go.
+    pub spill_dir: PathBuf,
+    /// Largest spill file.
+    pub spill_cap: u64,
+}
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Commands {
+    /// One command.
+    One(String),
+    /// Commands run in order in one shell.
+    Batch(Vec<String>),
+}
+
+/// A command to start.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The command(s).
+    pub commands: Commands,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Variables to set.
+    pub env: Vec<(String, String)>,
+    /// Inherited variables to remove.
+    pub env_remove: Vec<String>,
+}
+
+/// The result of a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Set while the process still runs.
+    pub session_id: Option<u32>,
+    /// Set once it exited (for a batch: the first non-zero item's code).
+    pub exit_code: Option<i32>,
+    /// It was ended by a signal.
+    pub signaled: bool,
+    /// Batch items finished so far.
+    pub items: Vec<(usize, i32)>,
+    /// Output of this call.
+    pub output: Drained,
+    /// Wall time of this call.
+    pub wall: Duration,
+    /// Things the caller should know (a session ended to make room...).
+    pub notes: Vec<String>,
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TerminalError {
+    /// No live session has this id.
+    #[error("session {0} is unknown or has finished")]
+    UnknownSession(u32),
+    /// The command could not start.
+    #[error("could not start the shell: {0}")]
+    Spawn(std::io::Error),
+    /// Input could not be written.
+    #[error("could not write to session {0}: {1}")]
+    Write(u32, std::io::Error),
+}
+
+/// The live sessions.
+#[derive(Debug)]
+pub struct Registry {
+    config: Config,
+    shell: Shell,
+    sessions: Mutex<HashMap<u32, Arc<Session>>>,
+}
+
+fn new_id(taken: &HashMap<u32, Arc<Session>>) -> u32 {
+    loop {
+        let mut b = [0u8; 4];
+        let _ = getrandom::fill(&mut b);
+        let id = 1000 + u32::from_le_bytes(b) % 99_000;
+        if !taken.contains_key(&id) {
+            return id;
+        }
+    }
+}
+
+fn nonce() -> String {
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Ends sessions off the async workers (ending a tree may take a few milliseconds).
+async fn end(sessions: Vec<Arc<Session>>) {
+    if sessions.is_empty() {
+        return;
+    }
+    let _ = tokio::task::spawn_blocking(move || {
+        for s in sessions {
+            s.terminate();
+        }
+    })
+    .await;
+}
+
+impl Registry {
+    /// An empty registry using the host's shell.
+    pub fn new(config: Config) -> Registry {
+        crate::window::prune(&config.spill_dir, Duration::from_secs(24 * 3600));
+        Registry {
+            config,
+            shell: Shell::detect(),
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, HashMap<u32, Arc<Session>>> {
+        match self.sessions.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// How many sessions are live.
+    pub fn live(&self) -> usize {
+        self.sessions().len()
+    }
+
+    /// The shell commands run in.
+    pub fn shell(&self) -> &Shell {
+        &self.shell
+    }
+
+    fn spill(&self, id: u32) -> SpillConfig {
+        SpillConfig {
+            dir: self.config.spill_dir.clone(),
+            cap: self.config.spill_cap,
+            prefix: format!("exec-{id}"),
+        }
+    }
+
+    async fn finish(
+        &self,
+        session: &Arc<Session>,
+        collected: crate::session::Collected,
+        started: Instant,
+        mut notes: Vec<String>,
+    ) -> Outcome {
+        let (exit_code, signaled, session_id) = match collected.exit {
+            Some(Exit { code, signaled }) => {
+                self.sessions().remove(&session.id);
+                // The shell is gone; anything it left running in the background goes too.
+                end(vec![session.clone()]).await;
+                let first_failure = collected
+                    .items
+                    .iter()
+                    .find(|(_, c)| *c != 0)
+                    .map(|(_, c)| *c);
+                (Some(first_failure.unwrap_or(code)), signaled, None)
+            }
+            None => (None, false, Some(session.id)),
+        };
+        if let Some(file) = &collected.output.file {
+            notes.push(format!(
+                "output was {} bytes in {} lines; the whole output is in {}{}",
+                collected.output.total_bytes,
+                collected.output.total_lines,
+                file.display(),
+                if collected.output.file_cut {
+                    format!(" (cut at {} bytes)", self.config.spill_cap)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        Outcome {
+            session_id,
+            exit_code,
+            signaled,
+            items: collected.items,
+            output: collected.output,
+            wall: started.elapsed(),
+            notes,
+        }
+    }
+
+    /// Starts `run` and collects its output for up to `yield_for`.
+    pub async fn exec(
+        &self,
+        run: Run,
+        yield_for: Duration,
+        budget: usize,
+    ) -> Result<Outcome, TerminalError> {
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + yield_for;
+        let (script, batch_nonce) = match &run.commands {
+            Commands::One(cmd) => (cmd.clone(), None),
+            Commands::Batch(cmds) => {
+                let n = nonce();
+                (batch_script(self.shell.kind, cmds, &n), Some(n))
+            }
+        };
+        let mut notes = Vec::new();
+        let mut evicted = Vec::new();
+        let session = {
+            let mut sessions = self.sessions();
+            while sessions.len() >= self.config.max_sessions {
+                // Make room: a finished session first, else the one idle longest.
+                let victim = sessions
+                    .values()
+                    .min_by_key(|s| (!s.exited(), s.last_used()))
+                    .map(|s| (s.id, s.last_used().elapsed()));
+                let Some((id, idle)) = victim else { break };
+                if let Some(s) = sessions.remove(&id) {
+                    notes.push(format!(
+                        "session {id} (idle {} s) was ended to stay within {} live sessions",
+                        idle.as_secs(),
+                        self.config.max_sessions
+                    ));
+                    evicted.push(s);
+                }
+            }
+            let id = new_id(&sessions);
+            let spawn = Spawn {
+                invocation: self.shell.invocation(&script),
+                cwd: run.cwd,
+                env: run.env,
+                env_remove: run.env_remove,
+                batch_nonce,
+            };
+            let session =
+                Session::start(id, spawn, self.spill(id)).map_err(TerminalError::Spawn)?;
+            sessions.insert(id, session.clone());
+            session
+        };
+        end(evicted).await;
+        let collected = session.collect(Wait::Full, deadline, budget).await;
+        Ok(self.finish(&session, collected, started, notes).await)
+    }
+
+    fn get(&self, id: u32) -> Result<Arc<Session>, TerminalError> {
+        self.sessions()
+            .get(&id)
+            .cloned()
+            .ok_or(TerminalError::UnknownSession(id))
+    }
+
+    /// Writes `chars` (or, when empty, only polls) and collects output.
+    pub async fn write_stdin(
+        &self,
+        id: u32,
+        chars: &str,
+        yield_for: Duration,
+        budget: usize,
+    ) -> Result<Outcome, TerminalError> {
+        let started = Instant::now();
+        let session = self.get(id)?;
+        let deadline = tokio::time::Instant::now() + yield_for;
+        let wait = if chars.is_empty() {
+            Wait::FirstOutput
+        } else {
+            session
+                .write(chars)
+                .map_err(|e| TerminalError::Write(id, e))?;
+            Wait::Full
+        };
+        let collected = session.collect(wait, deadline, budget).await;
+        Ok(self.finish(&session, collected, started, Vec::new()).await)
+    }
+
+    /// Ends a session's whole process tree and reports its final state and last output.
+    pub async fn kill(&self, id: u32, budget: usize) -> Result<Outcome, TerminalError> {
+        let started = Instant::now();
+        let session = self
+            .sessions()
+            .remove(&id)
+            .ok_or(TerminalError::UnknownSession(id))?;
+        end(vec![session.clone()]).await;
+        let collected = session
+            .collect(Wait::Full, tokio::time::Instant::now(), budget)
+            .await;
+        let mut outcome = self.finish(&session, collected, started, Vec::new()).await;
+        outcome
+            .notes
+            .push(format!("session {id} and its process tree were ended"));
+        Ok(outcome)
+    }
+
+    /// Ends sessions unused for longer than the idle timeout; returns their ids.
+    pub async fn reap_idle(&self) -> Vec<u32> {
+        let idle: Vec<Arc<Session>> = {
+            let mut sessions = self.sessions();
+            let ids: Vec<u32> = sessions
+                .values()
+                .filter(|s| s.last_used().elapsed() > self.config.idle_timeout)
+                .map(|s| s.id)
+                .collect();
+            ids.iter().filter_map(|id| sessions.remove(id)).collect()
+        };
+        let ids = idle.iter().map(|s| s.id).collect();
+        end(idle).await;
+        ids
+    }
+
+    /// Ends every session (server shutdown).
+    pub fn shutdown(&self) {
+        let all: Vec<Arc<Session>> = self.sessions().drain().map(|(_, s)| s).collect();
+        for s in all {
+            s.terminate();
+        }
+    }
+}

@@ -1,0 +1,410 @@
+//! One command in a real PTY: a reader thread moves output into the session's window, a
+//! waiter thread records the exit, and callers collect what arrived within their yield time.
+
+use std::io::{Read as _, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+
+use crate::process_tree;
+use crate::sanitize::Sanitizer;
+use crate::shell::{Invocation, parse_marker};
+use crate::window::{Drained, SpillConfig, Window};
+
+/// How long output keeps being gathered after the process exits, for what is still in the
+/// PTY (unless the PTY closes first).
+const AFTER_EXIT: Duration = Duration::from_millis(100);
+/// How long a poll waits after the first output, to return a burst whole.
+const SETTLE: Duration = Duration::from_millis(30);
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct Spawn {
+    /// Shell and arguments.
+    pub invocation: Invocation,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Variables to set (after the defaults).
+    pub env: Vec<(String, String)>,
+    /// Inherited variables to remove.
+    pub env_remove: Vec<String>,
+    /// Batch marker nonce, when the script is a batch.
+    pub batch_nonce: Option<String>,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    /// Exit code (for a signal, 128 + its number where known, else 1).
+    pub code: i32,
+    /// Killed by a signal.
+    pub signaled: bool,
+}
+
+/// Turns portable-pty's status into an exit.
+fn exit_of(status: &portable_pty::ExitStatus) -> Exit {
+    match status.signal() {
+        Some(sig) => {
+            let number = match sig.trim_start_matches("SIG").to_ascii_uppercase().as_str() {
+                "HUP" | "HANGUP" => 1,
+                "INT" | "INTERRUPT" => 2,
+                "KILL" | "KILLED" => 9,
+                "TERM" | "TERMINATED" => 15,
+                _ => 0,
+            };
+            Exit {
+                code: if number > 0 { 128 + number } else { 1 },
+                signaled: true,
+            }
+        }
+        None => Exit {
+            code: i32::try_from(status.exit_code()).unwrap_or(i32::MAX),
+            signaled: false,
+        },
+    }
+}
+
+/// Holds back a batch marker line until it is complete, turns it into an item result, and
+/// drops the blank line the script prints before it.
+#[derive(Debug, Default)]
+struct MarkerFilter {
+    nonce: Option<String>,
+    partial: String,
+    blank_pending: bool,
+}
+
+impl MarkerFilter {
+    fn feed(&mut self, text: &str, items: &mut Vec<(usize, i32)>, out: &mut String) {
+        let Some(nonce) = &self.nonce else {
+            out.push_str(text);
+            return;
+        };
+        let prefix = crate::shell::marker(nonce);
+        self.partial.push_str(text);
+        while let Some(nl) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=nl).collect();
+            let body = &line[..line.len() - 1];
+            if let Some(item) = parse_marker(body, nonce) {
+                items.push(item);
+                self.blank_pending = false;
+                out.push_str(&format!("[exit {}]\n", item.1));
+            } else if body.is_empty() {
+                if self.blank_pending {
+                    out.push('\n');
+                }
+                self.blank_pending = true;
+            } else {
+                if self.blank_pending {
+                    out.push('\n');
+                    self.blank_pending = false;
+                }
+                out.push_str(&line);
+            }
+        }
+        // A partial line that cannot become a marker is shown now (a prompt, say).
+        if !self.partial.is_empty()
+            && !prefix.starts_with(&self.partial)
+            && !self.partial.starts_with(&prefix)
+        {
+            if self.blank_pending {
+                out.push('\n');
+                self.blank_pending = false;
+            }
+            out.push_str(&std::mem::take(&mut self.partial));
+        }
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    window: Window,
+    sanitizer: Sanitizer,
+    filter: MarkerFilter,
+    items: Vec<(usize, i32)>,
+    exit: Option<(Exit, Instant)>,
+    eof: bool,
+    last_used: Instant,
+}
+
+/// A live command.
+pub struct Session {
+    /// Its id.
+    pub id: u32,
+    pid: u32,
+    tag: String,
+    started: Instant,
+    writer: Mutex<Option<Box<dyn Write + Send>>>,
+    state: Mutex<State>,
+    notify: tokio::sync::Notify,
+    // Keeps the PTY open for the life of the session.
+    _master: Mutex<Box<dyn MasterPty + Send>>,
+    #[cfg(windows)]
+    job: Option<process_tree::JobObject>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one collection saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collected {
+    /// Output since the last collection, bounded.
+    pub output: Drained,
+    /// Set once the process has exited.
+    pub exit: Option<Exit>,
+    /// Batch items finished so far: (1-based index, exit code).
+    pub items: Vec<(usize, i32)>,
+    /// Wall time since the session started.
+    pub age: Duration,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// How a caller wants to wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Until the process exits or the deadline passes.
+    Full,
+    /// Until any output arrives, the process exits, or the deadline passes.
+    FirstOutput,
+}
+
+impl Session {
+    /// Starts `spawn` in a new PTY.
+    pub fn start(id: u32, spawn: Spawn, spill: SpillConfig) -> std::io::Result<Arc<Session>> {
+        let pty = native_pty_system()
+            .openpty(PtySize {
+                rows: 40,
+                cols: 200,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .map_err(other)?;
+        let mut cmd = CommandBuilder::new(&spawn.invocation.program);
+        cmd.args(&spawn.invocation.args);
+        cmd.cwd(&spawn.cwd);
+        for key in &spawn.env_remove {
+            cmd.env_remove(key);
+        }
+        // Plain output and no pagers: a model cannot press `q`.
+        for (k, v) in [
+            ("TERM", "dumb"),
+            ("NO_COLOR", "1"),
+            ("CLICOLOR", "0"),
+            ("PAGER", "cat"),
+            ("GIT_PAGER", "cat"),
+            ("GH_PAGER", "cat"),
+            ("MANPAGER", "cat"),
+            ("SYSTEMD_PAGER", ""),
+        ] {
+            cmd.env(k, v);
+        }
+        for (k, v) in &spawn.env {
+            cmd.env(k, v);
+        }
+        let mut tag_bytes = [0u8; 12];
+        getrandom::fill(&mut tag_bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let tag: String = tag_bytes.iter().map(|b| format!("{b:02x}")).collect();
+        cmd.env(process_tree::TAG_VAR, &tag);
+
+        let mut child = pty.slave.spawn_command(cmd).map_err(other)?;
+        drop(pty.slave);
+        let pid = child.process_id().unwrap_or(0);
+        #[cfg(windows)]
+        let job = process_tree::JobObject::for_process(pid).ok();
+        let mut reader = pty.master.try_clone_reader().map_err(other)?;
+        let writer = pty.master.take_writer().map_err(other)?;
+
+        let session = Arc::new(Session {
+            id,
+            pid,
+            tag,
+            started: Instant::now(),
+            writer: Mutex::new(Some(writer)),
+            state: Mutex::new(State {
+                window: Window::new(spill),
+                sanitizer: Sanitizer::new(),
+                filter: MarkerFilter {
+                    nonce: spawn.batch_nonce,
+                    ..MarkerFilter::default()
+                },
+                items: Vec::new(),
+                exit: None,
+                eof: false,
+                last_used: Instant::now(),
+            }),
+            notify: tokio::sync::Notify::new(),
+            _master: Mutex::new(pty.master),
+            #[cfg(windows)]
+            job,
+        });
+
+        let weak = Arc::downgrade(&session);
+        std::thread::Builder::new()
+            .name(format!("pty-read-{id}"))
+            .stack_size(64 << 10)
+            .spawn(move || {
+                let mut buf = vec![0u8; 64 << 10];
+                loop {
+                    let n = reader.read(&mut buf).unwrap_or(0);
+                    let Some(s) = weak.upgrade() else { return };
+                    let mut st = lock(&s.state);
+                    let mut text = String::new();
+                    let State {
+                        sanitizer,
+                        filter,
+                        items,
+                        window,
+                        ..
+                    } = &mut *st;
+                    if n == 0 {
+                        sanitizer.finish(&mut text);
+                        let mut shown = String::new();
+                        filter.feed(&text, items, &mut shown);
+                        // Flush whatever partial line the filter held.
+                        shown.push_str(&std::mem::take(&mut filter.partial));
+                        window.push(&shown);
+                        st.eof = true;
+                        drop(st);
+                        s.notify.notify_waiters();
+                        return;
+                    }
+                    sanitizer.push(&buf[..n], &mut text);
+                    let mut shown = String::new();
+                    filter.feed(&text, items, &mut shown);
+                    window.push(&shown);
+                    drop(st);
+                    s.notify.notify_waiters();
+                }
+            })?;
+        let weak = Arc::downgrade(&session);
+        std::thread::Builder::new()
+            .name(format!("pty-wait-{id}"))
+            .stack_size(64 << 10)
+            .spawn(move || {
+                let status = child.wait();
+                let Some(s) = weak.upgrade() else { return };
+                let exit = status.map(|st| exit_of(&st)).unwrap_or(Exit {
+                    code: -1,
+                    signaled: false,
+                });
+                lock(&s.state).exit = Some((exit, Instant::now()));
+                s.notify.notify_waiters();
+            })?;
+        Ok(session)
+    }
+
+    /// When the session was last used.
+    pub fn last_used(&self) -> Instant {
+        lock(&self.state).last_used
+    }
+
+    /// Whether the process has exited.
+    pub fn exited(&self) -> bool {
+        lock(&self.state).exit.is_some()
+    }
+
+    /// Sends `chars` to the process's terminal.
+    pub fn write(&self, chars: &str) -> std::io::Result<()> {
+        let mut w = match self.writer.lock() {
+            Ok(w) => w,
+            Err(p) => p.into_inner(),
+        };
+        let Some(w) = w.as_mut() else {
+            return Err(std::io::Error::other("stdin is closed"));
+        };
+        w.write_all(chars.as_bytes())?;
+        w.flush()
+    }
+
+    /// Waits per `wait` until `deadline`, then takes the output, at most `budget` bytes inline.
+    pub async fn collect(
+        &self,
+        wait: Wait,
+        deadline: tokio::time::Instant,
+        budget: usize,
+    ) -> Collected {
+        let mut settle_until: Option<tokio::time::Instant> = None;
+        loop {
+            // Register interest before looking, so a notification in between is not lost.
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let now = tokio::time::Instant::now();
+            let wake_at = {
+                let st = lock(&self.state);
+                match st.exit {
+                    Some((_, at)) => {
+                        // Exited: take what is still in the PTY for a moment, then stop.
+                        if st.eof || at.elapsed() >= AFTER_EXIT {
+                            break;
+                        }
+                        now + AFTER_EXIT.saturating_sub(at.elapsed())
+                    }
+                    None if now >= deadline => break,
+                    None if wait == Wait::FirstOutput && !st.window.is_empty() => {
+                        let until = *settle_until.get_or_insert(now + SETTLE);
+                        if now >= until {
+                            break;
+                        }
+                        until.min(deadline)
+                    }
+                    None => deadline,
+                }
+            };
+            let _ = tokio::time::timeout_at(wake_at, notified).await;
+        }
+        let mut st = lock(&self.state);
+        st.last_used = Instant::now();
+        Collected {
+            output: st.window.drain(budget),
+            exit: st.exit.map(|(e, _)| e),
+            items: st.items.clone(),
+            age: self.started.elapsed(),
+        }
+    }
+
+    /// Ends the whole process tree and waits (briefly) for the exit to be recorded.
+    pub fn terminate(&self) -> usize {
+        #[cfg(windows)]
+        if let Some(job) = &self.job {
+            job.terminate();
+        }
+        let n = process_tree::terminate(self.pid, &self.tag);
+        if let Ok(mut w) = self.writer.lock() {
+            w.take();
+        }
+        let until = Instant::now() + Duration::from_secs(2);
+        while lock(&self.state).exit.is_none() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        n
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Never leave a process behind, even on a path that forgot to end the session.
+        if lock(&self.state).exit.is_none() || !lock(&self.state).eof {
+            let _ = process_tree::terminate(self.pid, &self.tag);
+        }
+    }
+}
+
+/// portable-pty reports `anyhow` errors; keep that crate out of our signatures.
+fn other(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}

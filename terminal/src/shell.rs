@@ -1,0 +1,171 @@
+//! Which shell runs a command and how: the user's login shell on Unix (`$SHELL`, else
+//! `/bin/sh`), PowerShell on Windows; and the script that runs a batch in one shell with a
+//! labelled section and an exit code per item.
+
+use std::ffi::OsString;
+
+/// A program and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// The shell binary.
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+}
+
+/// The shell a command runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shell {
+    /// Path of the binary.
+    pub path: OsString,
+    /// How scripts are written for it.
+    pub kind: ShellKind,
+}
+
+/// Shell families gantry writes scripts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellKind {
+    /// sh, bash, zsh, dash, ksh: POSIX syntax, `-l` for a login shell.
+    Posix,
+    /// PowerShell.
+    PowerShell,
+}
+
+impl Shell {
+    /// The host's shell: `$SHELL` when it is a POSIX shell (else `/bin/sh`), PowerShell on
+    /// Windows.
+    pub fn detect() -> Shell {
+        if cfg!(windows) {
+            return Shell {
+                path: "powershell.exe".into(),
+                kind: ShellKind::PowerShell,
+            };
+        }
+        let from_env = std::env::var_os("SHELL").filter(|s| {
+            let name = std::path::Path::new(s)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("");
+            matches!(
+                name,
+                "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "yash"
+            ) && std::path::Path::new(s).is_file()
+        });
+        Shell {
+            path: from_env.unwrap_or_else(|| "/bin/sh".into()),
+            kind: ShellKind::Posix,
+        }
+    }
+
+    /// How to run `script`.
+    pub fn invocation(&self, script: &str) -> Invocation {
+        let args = match self.kind {
+            ShellKind::Posix => vec!["-lc".into(), script.into()],
+            ShellKind::PowerShell => vec![
+                "-NoLogo".into(),
+                "-NoProfile".into(),
+                "-Command".into(),
+                script.into(),
+            ],
+        };
+        Invocation {
+            program: self.path.clone(),
+            args,
+        }
+    }
+}
+
+/// Marks the end of one batch item in the output; followed by `<index> <exit code>`.
+pub fn marker(nonce: &str) -> String {
+    format!("@@gantry-{nonce}@@")
+}
+
+fn posix_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn label(cmd: &str) -> String {
+    let first = cmd.lines().next().unwrap_or("");
+    if cmd.lines().nth(1).is_some() {
+        format!("{first} …")
+    } else {
+        first.to_string()
+    }
+}
+
+/// One script running `cmds` in order in one shell: before each item a `$ <command>` line,
+/// after it a marker line carrying its exit code. A failing item does not stop the rest.
+pub fn batch_script(kind: ShellKind, cmds: &[String], nonce: &str) -> String {
+    let m = marker(nonce);
+    let mut s = String::new();
+    for (i, cmd) in cmds.iter().enumerate() {
+        let n = i + 1;
+        match kind {
+            ShellKind::Posix => {
+                s.push_str(&format!(
+                    "printf '%s\\n' {}\n",
+                    posix_quote(&format!("$ {}", label(cmd)))
+                ));
+                s.push_str(cmd);
+                s.push_str(&format!("\nprintf '\\n{m} {n} %d\\n' \"$?\"\n"));
+            }
+            ShellKind::PowerShell => {
+                let quoted = format!("$ {}", label(cmd)).replace('\'', "''");
+                s.push_str(&format!(
+                    "Write-Output '{quoted}'\n$global:LASTEXITCODE = 0\n"
+                ));
+                s.push_str(cmd);
+                s.push_str(&format!("\n$code = if ($?) {{ $LASTEXITCODE }} else {{ if ($LASTEXITCODE) {{ $LASTEXITCODE }} else {{ 1 }} }}\nWrite-Output \"`n{m} {n} $code\"\n"));
+            }
+        }
+    }
+    s
+}
+
+/// If `line` is a batch marker, its item index and exit code.
+pub fn parse_marker(line: &str, nonce: &str) -> Option<(usize, i32)> {
+    let rest = line.trim_end().strip_prefix(&marker(nonce))?.trim();
+    let (index, code) = rest.split_once(' ')?;
+    Some((index.parse().ok()?, code.trim().parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_scripts_label_items_and_report_codes() {
+        let s = batch_script(ShellKind::Posix, &["echo 'a'".into(), "false".into()], "n1");
+        assert_eq!(
+            s,
+            "printf '%s\\n' '$ echo '\\''a'\\'''\necho 'a'\nprintf '\\n@@gantry-n1@@ 1 %d\\n' \"$?\"\nprintf '%s\\n' '$ false'\nfalse\nprintf '\\n@@gantry-n1@@ 2 %d\\n' \"$?\"\n"
+        );
+        assert_eq!(parse_marker("@@gantry-n1@@ 2 1", "n1"), Some((2, 1)));
+        assert_eq!(parse_marker("@@gantry-other@@ 2 1", "n1"), None);
+        assert_eq!(parse_marker("text", "n1"), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_real_posix_shell_runs_the_batch() {
+        let s = batch_script(
+            ShellKind::Posix,
+            &[
+                "X=5".into(),
+                "echo \"x=$X\"; false".into(),
+                "cd /; pwd".into(),
+            ],
+            "t",
+        );
+        let out = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(&s)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            text,
+            "$ X=5\n\n@@gantry-t@@ 1 0\n$ echo \"x=$X\"; false\nx=5\n\n@@gantry-t@@ 2 1\n$ cd /; pwd\n/\n\n@@gantry-t@@ 3 0\n"
+        );
+    }
+}
