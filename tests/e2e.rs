@@ -105,22 +105,22 @@ async fn bad_arguments_are_refused_naming_the_field() {
 async fn planned_tools_answer_not_implemented_after_authorization() {
     let sb = Sandbox::new();
     let client = sb.stdio(&[]).await;
-    let result = call(&client, "exec_command", json!({ "cmd": "echo hi" })).await;
+    let result = call(&client, "session", json!({ "action": "search" })).await;
     assert!(is_error(&result));
     assert!(
-        text(&result).starts_with("NOT_IMPLEMENTED: `exec_command` is declared"),
+        text(&result).starts_with("NOT_IMPLEMENTED: `session` is declared"),
         "{}",
         text(&result)
     );
     client.cancel().await.unwrap();
 
-    // With exec off, the same call is refused by policy before it could reach a handler.
-    sb.config("[permissions]\nexec = false\n");
+    // With session recording off, the same call is refused by policy before any handler.
+    sb.config("[permissions]\nsession_recording = false\n");
     let client = sb.stdio(&[]).await;
-    let result = call(&client, "exec_command", json!({ "cmd": "echo hi" })).await;
+    let result = call(&client, "session", json!({ "action": "search" })).await;
     assert_eq!(
         text(&result),
-        "PERMISSION_DENIED: `exec_command` denied: the `exec` permission is off (policy `permission.exec` in policies/permissions.cedar)"
+        "PERMISSION_DENIED: `session` denied: the `session_recording` permission is off (policy `permission.session_recording` in policies/permissions.cedar)"
     );
     client.cancel().await.unwrap();
 }

@@ -12,8 +12,9 @@ use std::task::{Context, Poll, Waker};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use generated::core::{
-    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, FindArgs, FindOutput, ReadArgs, ReadOutput,
-    ViewImageArgs, ViewImageOutput, actions,
+    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs, ExecCommandOutput, FindArgs,
+    FindOutput, ReadArgs, ReadOutput, ViewImageArgs, ViewImageOutput, WriteStdinArgs,
+    WriteStdinOutput, actions,
 };
 use runtime::permissions::PermissionState;
 use tool_api::{Authorized, CallContext, Platform, Reply, ToolError};
@@ -48,6 +49,22 @@ impl CoreHandlers for Noop {
         _cx: &CallContext,
     ) -> Result<Reply<FindOutput>, ToolError> {
         Err(ToolError::not_implemented("find"))
+    }
+
+    async fn exec_command(
+        &self,
+        _call: Authorized<ExecCommandArgs>,
+        _cx: &CallContext,
+    ) -> Result<Reply<ExecCommandOutput>, ToolError> {
+        Err(ToolError::not_implemented("exec_command"))
+    }
+
+    async fn write_stdin(
+        &self,
+        _call: Authorized<WriteStdinArgs>,
+        _cx: &CallContext,
+    ) -> Result<Reply<WriteStdinOutput>, ToolError> {
+        Err(ToolError::not_implemented("write_stdin"))
     }
 
     async fn apply_patch(

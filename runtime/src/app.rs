@@ -42,6 +42,8 @@ pub struct App {
     pub tools: Vec<ServedTool>,
     /// The approved roots.
     pub roots: Arc<Roots>,
+    /// Live command sessions.
+    pub terminal: Arc<terminal::Registry>,
 }
 
 impl std::fmt::Debug for App {
@@ -109,6 +111,13 @@ impl App {
             return Err(problems);
         };
         let roots = Arc::new(roots);
+        let terminal = Arc::new(terminal::Registry::new(terminal::Config {
+            max_sessions: usize::try_from(generated::core::limits::exec_command::MAX_SESSIONS)
+                .unwrap_or(64),
+            idle_timeout: settings.session_idle,
+            spill_dir: settings.state_dir.join("spill"),
+            spill_cap: generated::core::limits::exec_command::SPILL_CAP_BYTES,
+        }));
         let permissions = PermissionState::new(
             Platform::current(),
             settings.read_only,
@@ -123,13 +132,34 @@ impl App {
             permissions,
             facts,
             handlers: Handlers {
-                core: CoreTools::new(roots.clone()),
+                core: CoreTools::new(roots.clone(), terminal.clone()),
                 desktop: DesktopTools,
             },
             audit,
             tools,
             roots,
+            terminal,
         })
+    }
+
+    /// Ends idle command sessions every few seconds, for as long as the server runs.
+    pub fn spawn_maintenance(self: &Arc<Self>) {
+        let app = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+            loop {
+                tick.tick().await;
+                let Some(app) = app.upgrade() else { return };
+                for id in app.terminal.reap_idle().await {
+                    tracing::info!(session = id, "ended an idle command session");
+                }
+            }
+        });
+    }
+
+    /// Ends every command session and its process tree (server shutdown).
+    pub fn shutdown(&self) {
+        self.terminal.shutdown();
     }
 
     /// The connectors this platform serves, in declaration order.

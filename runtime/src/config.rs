@@ -17,6 +17,8 @@ use crate::cli::CommonArgs;
 pub const DEFAULT_PORT: u16 = 3210;
 /// Default listen address.
 pub const DEFAULT_HOST: &str = "127.0.0.1";
+/// Default idle time after which a command session is ended.
+pub const DEFAULT_SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 /// A problem with the settings, located as precisely as possible.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,6 +55,7 @@ struct ConfigFile {
     state_dir: Option<String>,
     policies: Option<String>,
     allowed_hosts: Option<Vec<String>>,
+    session_idle: Option<toml::Spanned<String>>,
     #[serde(default)]
     permissions: BTreeMap<toml::Spanned<String>, bool>,
 }
@@ -80,6 +83,8 @@ pub struct Settings {
     pub permissions: BTreeMap<&'static str, bool>,
     /// Extra accepted Host header values.
     pub allowed_hosts: Vec<String>,
+    /// A command session unused this long is ended.
+    pub session_idle: std::time::Duration,
 }
 
 fn home() -> Option<PathBuf> {
@@ -272,6 +277,25 @@ impl Settings {
         let mut allowed_hosts = file.allowed_hosts.clone().unwrap_or_default();
         allowed_hosts.extend(args.allowed_hosts.iter().cloned());
 
+        let session_idle = match &file.session_idle {
+            None => DEFAULT_SESSION_IDLE,
+            Some(idle) => match humantime::parse_duration(idle.get_ref()) {
+                Ok(d) if d >= std::time::Duration::from_secs(1) => d,
+                Ok(_) | Err(_) => {
+                    let (line, column) = line_column(&text, idle.span().start);
+                    errors.push(ConfigError::At {
+                        file: shown,
+                        line,
+                        column,
+                        reason: format!(
+                            "session_idle `{}` is not a duration of at least 1s (e.g. \"30m\")",
+                            idle.get_ref()
+                        ),
+                    });
+                    DEFAULT_SESSION_IDLE
+                }
+            },
+        };
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -290,6 +314,7 @@ impl Settings {
             read_only: args.read_only.or(file.read_only).unwrap_or(false),
             permissions,
             allowed_hosts,
+            session_idle,
         })
     }
 }

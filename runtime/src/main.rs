@@ -94,18 +94,22 @@ fn main() -> ExitCode {
                 Ok(r) => r,
                 Err(e) => return fail(&[format!("cannot start the async runtime: {e}")]),
             };
+            let served = app.clone();
             let result = runtime.block_on(async move {
                 let token = CancellationToken::new();
                 tokio::spawn(shutdown_signal(token.clone()));
+                served.spawn_maintenance();
                 if args.stdio {
                     tokio::select! {
-                        r = runtime::http::serve_stdio(app, &args.connector) => r,
+                        r = runtime::http::serve_stdio(served, &args.connector) => r,
                         () = token.cancelled() => Ok(()),
                     }
                 } else {
-                    runtime::http::serve(app, token).await
+                    runtime::http::serve(served, token).await
                 }
             });
+            // Whatever ended the serving (stdin closed, SIGTERM, SIGINT), no command outlives it.
+            app.shutdown();
             match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&[e]),

@@ -14,7 +14,7 @@ enum Esc {
     /// Inside `ESC ]` … BEL or `ESC \`.
     Osc,
     /// Inside an OSC, just after ESC (maybe the `\` of ST).
-    OscEsc,
+    OscEscape,
     /// `ESC (`, `ESC )`…: one more byte.
     Charset,
 }
@@ -80,10 +80,10 @@ impl Sanitizer {
                 }
                 Esc::Osc => match b {
                     0x07 => self.esc = Esc::None,
-                    0x1b => self.esc = Esc::OscEsc,
+                    0x1b => self.esc = Esc::OscEscape,
                     _ => {}
                 },
-                Esc::OscEsc => self.esc = if b == b'\\' { Esc::None } else { Esc::Osc },
+                Esc::OscEscape => self.esc = if b == b'\\' { Esc::None } else { Esc::Osc },
                 Esc::Charset => self.esc = Esc::None,
             }
         }

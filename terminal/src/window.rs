@@ -144,7 +144,7 @@ impl Window {
         }
         let room = self.config.cap.saturating_sub(spill.written);
         let take = floor_char(text, usize::try_from(room).unwrap_or(usize::MAX));
-        if spill.file.write_all(text[..take].as_bytes()).is_err() {
+        if spill.file.write_all(&text.as_bytes()[..take]).is_err() {
             spill.cut = true;
             return;
         }

@@ -78,7 +78,9 @@ impl Sandbox {
                     .args(&args)
                     .args(&extra)
                     .current_dir(&cwd)
-                    .env("GANTRY_LOG", "warn");
+                    .env("GANTRY_LOG", "warn")
+                    // Login shells must never read the real home's profile.
+                    .env("HOME", &home);
             }))
             .unwrap();
         ().serve(transport).await.unwrap()

@@ -98,11 +98,32 @@ pub mod limits {
         /// `default_max_output_tokens` from surface.toml.
         pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 10000;
 
+        /// `max_output_tokens` from surface.toml.
+        pub const MAX_OUTPUT_TOKENS: u64 = 100000;
+
         /// `spill_cap_bytes` from surface.toml.
         pub const SPILL_CAP_BYTES: u64 = 16777216;
 
         /// `max_sessions` from surface.toml.
         pub const MAX_SESSIONS: u64 = 64;
+
+        /// `max_env_vars` from surface.toml.
+        pub const MAX_ENV_VARS: u64 = 64;
+    }
+
+    /// Limits of tool `write_stdin`.
+    pub mod write_stdin {
+        /// `default_yield_ms` from surface.toml.
+        pub const DEFAULT_YIELD_MS: u64 = 250;
+
+        /// `default_poll_ms` from surface.toml.
+        pub const DEFAULT_POLL_MS: u64 = 10000;
+
+        /// `min_yield_ms` from surface.toml.
+        pub const MIN_YIELD_MS: u64 = 250;
+
+        /// `max_yield_ms` from surface.toml.
+        pub const MAX_YIELD_MS: u64 = 30000;
     }
 }
 
@@ -118,11 +139,11 @@ pub mod limits {
 )]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
-    /// Files, directories or globs; relative ones resolve against the first root.
+    /// Files, directories or globs (relative to the first root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
     pub paths: Option<Vec<String>>,
-    /// Line windows of files, to mix with whole paths.
+    /// Line windows (mix freely with paths).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
     pub ranges: Option<Vec<LineRange>>,
@@ -352,7 +373,7 @@ pub struct ApplyPatchArgs {
     /// The patch text.
     #[schemars(length(max = 1048576))]
     pub patch: String,
-    /// Absolute directory for relative paths (default: first root).
+    /// Absolute base for relative paths (default: first root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
     pub workdir: Option<String>,
@@ -453,6 +474,9 @@ pub struct ExecCommandArgs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_output_tokens: Option<i64>,
+    /// Extra environment variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl tool_api::Validate for ExecCommandArgs {
@@ -507,9 +531,18 @@ pub struct ExecCommandOutput {
     /// `output_file` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_file: Option<String>,
+    /// Bytes of output, when cut (the note also gives lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_bytes: Option<i64>,
+    /// `output_file_cut` (see docs/TOOLS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_file_cut: Option<bool>,
     /// `items` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<Vec<BatchItem>>,
+    /// `note` (see docs/TOOLS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Arguments of `write_stdin`.
@@ -530,7 +563,7 @@ pub struct WriteStdinArgs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 65536))]
     pub chars: Option<String>,
-    /// Wait for output (default 250).
+    /// Wait for output (default 250; polls 10000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub yield_time_ms: Option<i64>,
@@ -585,6 +618,18 @@ pub struct WriteStdinOutput {
     /// `output_file` (see docs/TOOLS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_file: Option<String>,
+    /// Bytes of output, when cut (the note also gives lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_bytes: Option<i64>,
+    /// `output_file_cut` (see docs/TOOLS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_file_cut: Option<bool>,
+    /// `items` (see docs/TOOLS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Vec<BatchItem>>,
+    /// `note` (see docs/TOOLS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Values of `SessionArgs.action`: `search`, `read`.
@@ -816,6 +861,24 @@ pub trait CoreHandlers: Send + Sync + 'static {
     ) -> impl std::future::Future<
         Output = Result<tool_api::Reply<ApplyPatchOutput>, tool_api::ToolError>,
     > + Send;
+
+    /// Handles `exec_command` once its arguments are decoded, validated and authorized.
+    fn exec_command(
+        &self,
+        call: tool_api::Authorized<ExecCommandArgs>,
+        cx: &tool_api::CallContext,
+    ) -> impl std::future::Future<
+        Output = Result<tool_api::Reply<ExecCommandOutput>, tool_api::ToolError>,
+    > + Send;
+
+    /// Handles `write_stdin` once its arguments are decoded, validated and authorized.
+    fn write_stdin(
+        &self,
+        call: tool_api::Authorized<WriteStdinArgs>,
+        cx: &tool_api::CallContext,
+    ) -> impl std::future::Future<
+        Output = Result<tool_api::Reply<WriteStdinOutput>, tool_api::ToolError>,
+    > + Send;
 }
 
 /// What schemars derives from a tool's argument type. A test holds it equal to the
@@ -870,13 +933,13 @@ pub async fn dispatch<H: CoreHandlers>(
         }
         "exec_command" => {
             let args: ExecCommandArgs = tool_api::decode(arguments)?;
-            let _call = cx.authorize(actions::EXEC_COMMAND, &tool_api::Host, args)?;
-            Err(tool_api::ToolError::not_implemented("exec_command"))
+            let call = cx.authorize(actions::EXEC_COMMAND, &tool_api::Host, args)?;
+            tool_api::encode(handlers.exec_command(call, cx).await?)
         }
         "write_stdin" => {
             let args: WriteStdinArgs = tool_api::decode(arguments)?;
-            let _call = cx.authorize(actions::WRITE_STDIN, &tool_api::Host, args)?;
-            Err(tool_api::ToolError::not_implemented("write_stdin"))
+            let call = cx.authorize(actions::WRITE_STDIN, &tool_api::Host, args)?;
+            tool_api::encode(handlers.write_stdin(call, cx).await?)
         }
         "session" => {
             let args: SessionArgs = tool_api::decode(arguments)?;

@@ -30,13 +30,15 @@ impl tool_api::Resource for Path {
     }
 }
 
-/// A shell command line and the directory it starts in.
+/// A shell command line, the directory it starts in, and whether its environment reaches the desktop session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Command {
     /// The entity id: the canonical form of what is touched.
     pub id: String,
     /// Cedar attribute `workdir`.
     pub workdir: String,
+    /// Cedar attribute `display_env`.
+    pub display_env: bool,
 }
 
 impl tool_api::Resource for Command {
@@ -49,7 +51,10 @@ impl tool_api::Resource for Command {
     }
 
     fn attributes(&self) -> Vec<(&'static str, tool_api::AttrValue<'_>)> {
-        vec![("workdir", tool_api::AttrValue::String(& self.workdir))]
+        vec![
+            ("workdir", tool_api::AttrValue::String(& self.workdir)), ("display_env",
+            tool_api::AttrValue::Bool(self.display_env))
+        ]
     }
 }
 

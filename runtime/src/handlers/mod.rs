@@ -2,6 +2,7 @@
 //! authorized arguments and authorize each target again through the call's gate.
 
 mod apply_patch;
+mod exec;
 mod find;
 mod read;
 mod view_image;
@@ -9,8 +10,9 @@ mod view_image;
 use std::sync::Arc;
 
 use generated::core::{
-    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, FindArgs, FindOutput, ReadArgs, ReadOutput,
-    ViewImageArgs, ViewImageOutput,
+    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs, ExecCommandOutput, FindArgs,
+    FindOutput, ReadArgs, ReadOutput, ViewImageArgs, ViewImageOutput, WriteStdinArgs,
+    WriteStdinOutput,
 };
 use generated::desktop::DesktopHandlers;
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
@@ -21,12 +23,13 @@ use crate::ops::path_policy::Roots;
 #[derive(Debug, Clone)]
 pub struct CoreTools {
     roots: Arc<Roots>,
+    terminal: Arc<terminal::Registry>,
 }
 
 impl CoreTools {
-    /// Core handlers confined by `roots`.
-    pub fn new(roots: Arc<Roots>) -> Self {
-        Self { roots }
+    /// Core handlers: files confined by `roots`, commands in `terminal`'s sessions.
+    pub fn new(roots: Arc<Roots>, terminal: Arc<terminal::Registry>) -> Self {
+        Self { roots, terminal }
     }
 }
 
@@ -71,6 +74,22 @@ impl CoreHandlers for CoreTools {
         let cx = cx.clone();
         let args = call.into_inner();
         blocking(move || find::run(&roots, &cx, args)).await?
+    }
+
+    async fn exec_command(
+        &self,
+        call: Authorized<ExecCommandArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<ExecCommandOutput>, ToolError> {
+        exec::exec_command(&self.terminal, &self.roots, cx, call.into_inner()).await
+    }
+
+    async fn write_stdin(
+        &self,
+        call: Authorized<WriteStdinArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<WriteStdinOutput>, ToolError> {
+        exec::write_stdin(&self.terminal, cx, call.into_inner()).await
     }
 
     async fn apply_patch(

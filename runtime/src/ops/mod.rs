@@ -2,6 +2,7 @@
 //! values a Cedar permit produced ([`tool_api::Authorized`]).
 
 mod beneath;
+pub mod exec;
 pub mod fs;
 pub mod image;
 pub mod path_policy;

@@ -1,0 +1,265 @@
+//! `exec_command` and `write_stdin`.
+
+use std::time::Duration;
+
+use generated::core::{
+    ExecCommandArgs, ExecCommandOutput, WriteStdinArgs, WriteStdinOutput, actions, limits,
+};
+use generated::resources::{Command, Session};
+use generated::types::BatchItem;
+use terminal::{Outcome, Registry};
+use tool_api::{CallContext, Reply, ToolError};
+
+use crate::ops::exec::{self, DISPLAY_VARS, Start};
+use crate::ops::path_policy::Roots;
+
+fn clamp_ms(given: Option<i64>, default: u64, min: u64, max: u64) -> Duration {
+    let ms = given
+        .and_then(|v| u64::try_from(v).ok())
+        .unwrap_or(default)
+        .clamp(min, max);
+    Duration::from_millis(ms)
+}
+
+/// Inline output budget in bytes (a token is about 4 bytes).
+fn budget(tokens: Option<i64>) -> usize {
+    let t = tokens
+        .and_then(|v| u64::try_from(v).ok())
+        .unwrap_or(limits::exec_command::DEFAULT_MAX_OUTPUT_TOKENS)
+        .clamp(1, limits::exec_command::MAX_OUTPUT_TOKENS);
+    usize::try_from(t * 4).unwrap_or(usize::MAX)
+}
+
+fn check_env(env: &std::collections::BTreeMap<String, String>) -> Result<(), ToolError> {
+    if env.len() as u64 > limits::exec_command::MAX_ENV_VARS {
+        return Err(ToolError::invalid_input(format!(
+            "env: {} variables, at most {} allowed",
+            env.len(),
+            limits::exec_command::MAX_ENV_VARS
+        )));
+    }
+    for (k, v) in env {
+        let valid = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid || k.len() > 256 {
+            return Err(ToolError::invalid_input(format!(
+                "env: `{}` is not a valid variable name",
+                k.chars().take(64).collect::<String>()
+            )));
+        }
+        if k.starts_with("GANTRY_") {
+            return Err(ToolError::invalid_input(format!(
+                "env: `{k}` is reserved for gantry"
+            )));
+        }
+        if v.contains('\0') || v.len() > 32 * 1024 {
+            return Err(ToolError::invalid_input(format!(
+                "env: the value of `{k}` holds a NUL byte or is longer than 32 KB"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Codex's result layout, so models trained on it read it right.
+fn render(o: &Outcome, notes: &[String]) -> String {
+    let mut s = format!("Wall time: {:.4} seconds\n", o.wall.as_secs_f64());
+    match (o.exit_code, o.session_id) {
+        (Some(code), _) => s.push_str(&format!("Process exited with code {code}\n")),
+        (None, Some(id)) => s.push_str(&format!("Process running with session ID {id}\n")),
+        (None, None) => {}
+    }
+    for n in notes {
+        s.push_str(&format!("Note: {n}\n"));
+    }
+    s.push_str("Output:\n");
+    s.push_str(&o.output.text);
+    s
+}
+
+struct Fields {
+    exit_code: Option<i64>,
+    session_id: Option<i64>,
+    wall_time_ms: i64,
+    output: String,
+    truncated: Option<bool>,
+    output_file: Option<String>,
+    total_bytes: Option<i64>,
+    output_file_cut: Option<bool>,
+    items: Option<Vec<BatchItem>>,
+    note: Option<String>,
+    text: String,
+}
+
+fn fields(o: Outcome, batch: bool) -> Fields {
+    let mut notes = o.notes.clone();
+    if o.signaled {
+        notes.push("the process was ended by a signal".into());
+    }
+    let text = render(&o, &notes);
+    let truncated = o.output.truncated;
+    Fields {
+        exit_code: o.exit_code.map(i64::from),
+        session_id: o.session_id.map(i64::from),
+        wall_time_ms: i64::try_from(o.wall.as_millis()).unwrap_or(i64::MAX),
+        truncated: Some(truncated),
+        output_file: o.output.file.as_ref().map(|f| f.display().to_string()),
+        total_bytes: truncated.then(|| i64::try_from(o.output.total_bytes).unwrap_or(i64::MAX)),
+        output_file_cut: o.output.file.as_ref().map(|_| o.output.file_cut),
+        items: batch.then(|| {
+            o.items
+                .iter()
+                .map(|(i, c)| BatchItem {
+                    index: *i as i64,
+                    exit_code: Some(i64::from(*c)),
+                })
+                .collect()
+        }),
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+        output: o.output.text,
+        text,
+    }
+}
+
+pub(super) async fn exec_command(
+    registry: &Registry,
+    roots: &Roots,
+    cx: &CallContext,
+    args: ExecCommandArgs,
+) -> Result<Reply<ExecCommandOutput>, ToolError> {
+    let cwd = match &args.workdir {
+        Some(w) => exec::workdir(w)?,
+        None => roots.first().to_path_buf(),
+    };
+    let env = args.env.unwrap_or_default();
+    check_env(&env)?;
+    let display_env = env.keys().any(|k| DISPLAY_VARS.contains(&k.as_str()));
+    let (cmds, batch) = match (args.cmd, args.cmds) {
+        (Some(cmd), None) => (vec![cmd], false),
+        (None, Some(cmds)) => (cmds, true),
+        _ => {
+            return Err(ToolError::invalid_input(
+                "give exactly one of `cmd`, `cmds`",
+            ));
+        }
+    };
+    let workdir = cwd.display().to_string();
+    let mut commands = Vec::with_capacity(cmds.len());
+    for (i, cmd) in cmds.into_iter().enumerate() {
+        let resource = Command {
+            id: cmd.chars().take(4096).collect(),
+            workdir: workdir.clone(),
+            display_env,
+        };
+        let authorized = cx
+            .authorize(actions::EXEC_COMMAND, &resource, cmd)
+            .map_err(|e| {
+                if batch {
+                    ToolError::new(e.code, format!("cmds[{i}]: {}", e.message))
+                } else {
+                    e
+                }
+            })?;
+        commands.push(authorized);
+    }
+    // Whether children may keep the desktop session in their environment: the same rule,
+    // asked about an environment that reaches it.
+    let probe = Command {
+        id: "(inherited environment)".into(),
+        workdir,
+        display_env: true,
+    };
+    let env_remove = if cx.authorize(actions::EXEC_COMMAND, &probe, ()).is_ok() {
+        Vec::new()
+    } else {
+        DISPLAY_VARS.iter().map(|v| (*v).to_string()).collect()
+    };
+    let yield_for = clamp_ms(
+        args.yield_time_ms,
+        limits::exec_command::DEFAULT_YIELD_MS,
+        limits::exec_command::MIN_YIELD_MS,
+        limits::exec_command::MAX_YIELD_MS,
+    );
+    let start = Start {
+        commands,
+        batch,
+        cwd,
+        env: env.into_iter().collect(),
+        env_remove,
+    };
+    let outcome = exec::start(registry, start, yield_for, budget(args.max_output_tokens)).await?;
+    let f = fields(outcome, batch);
+    let output = ExecCommandOutput {
+        exit_code: f.exit_code,
+        session_id: f.session_id,
+        wall_time_ms: f.wall_time_ms,
+        output: f.output,
+        truncated: f.truncated,
+        output_file: f.output_file,
+        total_bytes: f.total_bytes,
+        output_file_cut: f.output_file_cut,
+        items: f.items,
+        note: f.note,
+    };
+    Ok(Reply {
+        output,
+        text: Some(f.text),
+        images: Vec::new(),
+    })
+}
+
+pub(super) async fn write_stdin(
+    registry: &Registry,
+    cx: &CallContext,
+    args: WriteStdinArgs,
+) -> Result<Reply<WriteStdinOutput>, ToolError> {
+    let id = u32::try_from(args.session_id).map_err(|_| {
+        ToolError::invalid_input(format!(
+            "session_id: {} is not a session id",
+            args.session_id
+        ))
+    })?;
+    let session = cx.authorize(actions::WRITE_STDIN, &Session { id: id.to_string() }, id)?;
+    let chars = args.chars.unwrap_or_default();
+    let outcome = if args.kill == Some(true) {
+        exec::kill(registry, &session, budget(args.max_output_tokens)).await?
+    } else {
+        let default = if chars.is_empty() {
+            limits::write_stdin::DEFAULT_POLL_MS
+        } else {
+            limits::write_stdin::DEFAULT_YIELD_MS
+        };
+        let yield_for = clamp_ms(
+            args.yield_time_ms,
+            default,
+            limits::write_stdin::MIN_YIELD_MS,
+            limits::write_stdin::MAX_YIELD_MS,
+        );
+        exec::write(
+            registry,
+            &session,
+            &chars,
+            yield_for,
+            budget(args.max_output_tokens),
+        )
+        .await?
+    };
+    let f = fields(outcome, false);
+    let output = WriteStdinOutput {
+        exit_code: f.exit_code,
+        session_id: f.session_id,
+        wall_time_ms: f.wall_time_ms,
+        output: f.output,
+        truncated: f.truncated,
+        output_file: f.output_file,
+        total_bytes: f.total_bytes,
+        output_file_cut: f.output_file_cut,
+        items: None,
+        note: f.note,
+    };
+    Ok(Reply {
+        output,
+        text: Some(f.text),
+        images: Vec::new(),
+    })
+}

@@ -1,0 +1,125 @@
+//! Running commands: the bridge from authorized commands to the terminal crate's PTY
+//! sessions.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use terminal::{Commands, Outcome, Registry, Run, TerminalError};
+use tool_api::{Authorized, ErrorCode, ToolError};
+
+/// Variables that connect a process to the desktop session.
+pub const DISPLAY_VARS: &[&str] = &[
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "WAYLAND_SOCKET",
+    "XAUTHORITY",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "SWAYSOCK",
+    "I3SOCK",
+    "HYPRLAND_INSTANCE_SIGNATURE",
+    "DESKTOP_STARTUP_ID",
+];
+
+/// Checks a command's start directory: absolute and an existing directory. (Commands are not
+/// confined to the approved roots, so no root check.)
+pub fn workdir(given: &str) -> Result<PathBuf, ToolError> {
+    let path = Path::new(given);
+    if !path.is_absolute() {
+        return Err(ToolError::invalid_input(format!(
+            "workdir: `{given}` must be an absolute path"
+        )));
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Ok(path.to_path_buf()),
+        Ok(_) => Err(ToolError::invalid_input(format!(
+            "workdir: `{given}` is not a directory"
+        ))),
+        Err(_) => Err(ToolError::invalid_input(format!(
+            "workdir: `{given}` does not exist"
+        ))),
+    }
+}
+
+fn terminal_error(e: TerminalError) -> ToolError {
+    match e {
+        TerminalError::UnknownSession(id) => ToolError::new(
+            ErrorCode::NotFound,
+            format!(
+                "session {id} is unknown or has finished; start the command again with exec_command"
+            ),
+        ),
+        TerminalError::Spawn(e) => ToolError::os("could not start the shell", &e),
+        TerminalError::Write(id, e) => {
+            ToolError::os(format!("could not write to session {id}"), &e)
+        }
+    }
+}
+
+/// What to start, every command already authorized.
+pub struct Start {
+    /// The commands (one, or a batch).
+    pub commands: Vec<Authorized<String>>,
+    /// Whether they run as a batch.
+    pub batch: bool,
+    /// Start directory.
+    pub cwd: PathBuf,
+    /// Variables to add.
+    pub env: Vec<(String, String)>,
+    /// Inherited variables to drop.
+    pub env_remove: Vec<String>,
+}
+
+/// Starts the command(s) and collects output for up to `yield_for`.
+pub async fn start(
+    registry: &Registry,
+    start: Start,
+    yield_for: Duration,
+    budget: usize,
+) -> Result<Outcome, ToolError> {
+    let mut cmds: Vec<String> = start
+        .commands
+        .into_iter()
+        .map(Authorized::into_inner)
+        .collect();
+    let commands = if start.batch {
+        Commands::Batch(cmds)
+    } else {
+        Commands::One(cmds.pop().unwrap_or_default())
+    };
+    let run = Run {
+        commands,
+        cwd: start.cwd,
+        env: start.env,
+        env_remove: start.env_remove,
+    };
+    registry
+        .exec(run, yield_for, budget)
+        .await
+        .map_err(terminal_error)
+}
+
+/// Writes to (or polls) an authorized session.
+pub async fn write(
+    registry: &Registry,
+    session: &Authorized<u32>,
+    chars: &str,
+    yield_for: Duration,
+    budget: usize,
+) -> Result<Outcome, ToolError> {
+    registry
+        .write_stdin(**session, chars, yield_for, budget)
+        .await
+        .map_err(terminal_error)
+}
+
+/// Ends an authorized session's process tree.
+pub async fn kill(
+    registry: &Registry,
+    session: &Authorized<u32>,
+    budget: usize,
+) -> Result<Outcome, ToolError> {
+    registry
+        .kill(**session, budget)
+        .await
+        .map_err(terminal_error)
+}

@@ -1,0 +1,419 @@
+//! `exec_command` and `write_stdin` end to end: real PTYs, a real MCP client, and after every
+//! scenario a look at /proc to prove no process was left behind.
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{Sandbox, call, is_error, text};
+
+fn structured(result: &rmcp::model::CallToolResult) -> Value {
+    result.structured_content.clone().unwrap_or(Value::Null)
+}
+
+/// Live (non-zombie) processes whose command line contains `marker`.
+fn alive_with(marker: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let zombie = stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3)) == Some("Z");
+        if cmd.contains(marker) && !zombie {
+            out.push(cmd);
+        }
+    }
+    out
+}
+
+async fn gone(marker: &str) {
+    for _ in 0..100 {
+        if alive_with(marker).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("left behind: {:?}", alive_with(marker));
+}
+
+#[tokio::test]
+async fn a_command_returns_output_and_exit_code_as_structure_and_text() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let r = call(&client, "exec_command", json!({ "cmd": "echo hi; exit 4" })).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let s = structured(&r);
+    assert_eq!(
+        (
+            s["output"].as_str(),
+            s["exit_code"].as_i64(),
+            s.get("session_id")
+        ),
+        (Some("hi\n"), Some(4), None)
+    );
+    assert!(text(&r).starts_with("Wall time: "), "{}", text(&r));
+    assert!(
+        text(&r).contains("\nProcess exited with code 4\nOutput:\nhi\n"),
+        "{}",
+        text(&r)
+    );
+    // The first root is the default start directory.
+    let r = call(&client, "exec_command", json!({ "cmd": "pwd" })).await;
+    assert_eq!(
+        structured(&r)["output"],
+        format!("{}\n", sb.root().canonicalize().unwrap().display())
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_interactive_program_is_answered_through_write_stdin() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "printf 'name? '; read n; echo \"hello $n\"", "yield_time_ms": 300 }),
+    )
+    .await;
+    let s = structured(&r);
+    let id = s["session_id"].as_i64().expect("waits for input");
+    assert_eq!(s["output"], "name? ");
+    assert!(text(&r).contains(&format!("Process running with session ID {id}")));
+    let r = call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": id, "chars": "gantry\n", "yield_time_ms": 5000 }),
+    )
+    .await;
+    let s = structured(&r);
+    assert_eq!(s["output"], "gantry\nhello gantry\n");
+    assert_eq!(s["exit_code"], 0);
+    let r = call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": id, "chars": "" }),
+    )
+    .await;
+    assert_eq!(
+        text(&r),
+        format!(
+            "NOT_FOUND: session {id} is unknown or has finished; start the command again with exec_command"
+        )
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_empty_poll_returns_early_on_output_and_keeps_the_rest_buffered() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "sleep 0.4; echo one; sleep 1.5; echo two", "yield_time_ms": 250 }),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().unwrap();
+    let started = Instant::now();
+    let r = call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": id, "yield_time_ms": 20000 }),
+    )
+    .await;
+    assert_eq!(structured(&r)["output"], "one\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the poll waited {:?}",
+        started.elapsed()
+    );
+    let r = call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": id, "yield_time_ms": 20000 }),
+    )
+    .await;
+    assert_eq!(structured(&r)["output"], "two\n");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_batch_keeps_going_past_a_failing_item_and_reports_each() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let r = call(&client, "exec_command", json!({ "cmds": ["cd /tmp && V=7", "echo \"v=$V in $(pwd)\"; ls /nonexistent-gantry", "echo last"] })).await;
+    let s = structured(&r);
+    assert_eq!(
+        s["items"],
+        json!([{ "index": 1, "exit_code": 0 }, { "index": 2, "exit_code": 2 }, { "index": 3, "exit_code": 0 }])
+    );
+    assert_eq!(s["exit_code"], 2, "the first non-zero item");
+    let out = s["output"].as_str().unwrap();
+    assert!(out.starts_with("$ cd /tmp && V=7\n[exit 0]\n$ echo \"v=$V in $(pwd)\"; ls /nonexistent-gantry\nv=7 in /tmp\n"), "{out}");
+    assert!(
+        out.ends_with("[exit 2]\n$ echo last\nlast\n[exit 0]\n"),
+        "{out}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn control_characters_and_invalid_utf8_come_back_clean() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let r = call(&client, "exec_command", json!({ "cmd": "printf '\\033[1;32mok\\033[0m \\377\\376 \\a\\033]0;title\\007done\\r\\n'" })).await;
+    assert_eq!(structured(&r)["output"], "ok \u{fffd}\u{fffd} done\n");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn fifty_megabytes_of_output_stay_bounded_in_memory_with_a_private_spill_file() {
+    let sb = Sandbox::new();
+    let server = sb.http(&[]).await;
+    let pid = server.child.id().unwrap();
+    let client = server.client("core").await;
+    let r = call(&client, "exec_command", json!({ "cmd": "head -c 50000000 /dev/zero | tr '\\0' 'y'; echo; echo END", "yield_time_ms": 30000, "max_output_tokens": 1000 })).await;
+    let s = structured(&r);
+    assert_eq!(s["exit_code"], 0, "{}", text(&r));
+    assert_eq!(s["truncated"], true);
+    assert_eq!(s["total_bytes"], 50_000_005);
+    assert_eq!(s["output_file_cut"], true);
+    assert!(s["output"].as_str().unwrap().ends_with("\nEND\n"));
+    assert!(s["output"].as_str().unwrap().len() < 4300);
+    let file = std::path::PathBuf::from(s["output_file"].as_str().unwrap());
+    assert!(
+        file.starts_with(sb.path("state").join("spill")),
+        "{}",
+        file.display()
+    );
+    let meta = std::fs::metadata(&file).unwrap();
+    assert_eq!(meta.len(), 16 << 20);
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        peak_kb < 64 * 1024,
+        "gantry peaked at {peak_kb} kB for 50 MB of output"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_idle_session_is_ended_with_its_detached_grandchild() {
+    let sb = Sandbox::new();
+    sb.config("session_idle = \"1s\"\n");
+    let client = sb.stdio(&[]).await;
+    let marker = "401.0731";
+    let r = call(&client, "exec_command", json!({ "cmd": format!("setsid sleep {marker} & nohup sleep {marker} >/dev/null 2>&1 & sleep {marker}"), "yield_time_ms": 500 })).await;
+    assert!(structured(&r)["session_id"].is_i64(), "{}", text(&r));
+    assert!(alive_with(marker).len() >= 3, "{:?}", alive_with(marker));
+    // The reaper runs every 5 s; the session has been idle for 1 s by then.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(alive_with(marker), Vec::<String>::new());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn kill_ends_the_tree_and_reports_the_final_state() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let marker = "402.0731";
+    let r = call(&client, "exec_command", json!({ "cmd": format!("echo up; setsid sleep {marker} & sleep {marker}"), "yield_time_ms": 500 })).await;
+    let id = structured(&r)["session_id"].as_i64().unwrap();
+    let r = call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": id, "kill": true }),
+    )
+    .await;
+    let s = structured(&r);
+    assert_eq!(s["exit_code"], 137, "{}", text(&r));
+    assert!(
+        s["note"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("session {id} and its process tree were ended"))
+    );
+    gone(marker).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn sixty_four_sessions_then_the_oldest_idle_one_makes_room() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let marker = "403.0731";
+    let mut ids = Vec::new();
+    for _ in 0..64 {
+        let r = call(
+            &client,
+            "exec_command",
+            json!({ "cmd": format!("sleep {marker}"), "yield_time_ms": 250 }),
+        )
+        .await;
+        ids.push(
+            structured(&r)["session_id"]
+                .as_i64()
+                .expect("a live session"),
+        );
+    }
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": format!("sleep {marker}"), "yield_time_ms": 250 }),
+    )
+    .await;
+    let note = structured(&r)["note"].as_str().unwrap().to_string();
+    assert!(
+        note.starts_with(&format!("session {} (idle ", ids[0])),
+        "{note}"
+    );
+    assert!(
+        note.ends_with("s) was ended to stay within 64 live sessions"),
+        "{note}"
+    );
+    // Closing stdin shuts the server down, and every session with it.
+    client.cancel().await.unwrap();
+    gone(marker).await;
+}
+
+#[tokio::test]
+async fn sigterm_ends_every_session() {
+    let sb = Sandbox::new();
+    let mut server = sb.http(&[]).await;
+    let client = server.client("core").await;
+    let marker = "404.0731";
+    for _ in 0..3 {
+        call(&client, "exec_command", json!({ "cmd": format!("setsid sleep {marker} & sleep {marker}"), "yield_time_ms": 250 })).await;
+    }
+    assert!(alive_with(marker).len() >= 6);
+    let pid = rustix::process::Pid::from_raw(server.child.id().unwrap() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), server.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    gone(marker).await;
+}
+
+#[tokio::test]
+async fn bad_inputs_are_refused_before_anything_runs() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let made = sb.root().join("made");
+    let cmd = format!("touch {}", made.display());
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": cmd, "workdir": "relative/dir" }),
+    )
+    .await;
+    assert_eq!(
+        text(&r),
+        "INVALID_INPUT: workdir: `relative/dir` must be an absolute path"
+    );
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": cmd, "workdir": "/nonexistent/gantry" }),
+    )
+    .await;
+    assert_eq!(
+        text(&r),
+        "INVALID_INPUT: workdir: `/nonexistent/gantry` does not exist"
+    );
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": cmd, "env": { "GANTRY_SESSION_TAG": "x" } }),
+    )
+    .await;
+    assert_eq!(
+        text(&r),
+        "INVALID_INPUT: env: `GANTRY_SESSION_TAG` is reserved for gantry"
+    );
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": cmd, "env": { "BAD-NAME": "x" } }),
+    )
+    .await;
+    assert_eq!(
+        text(&r),
+        "INVALID_INPUT: env: `BAD-NAME` is not a valid variable name"
+    );
+    assert!(!made.exists());
+    let r = call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": 99_999_999_999i64 }),
+    )
+    .await;
+    assert_eq!(
+        text(&r),
+        "INVALID_INPUT: session_id: 99999999999 is not a session id"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_desktop_session_stays_out_of_reach_without_desktop_permissions() {
+    let sb = Sandbox::new();
+    // gantry itself runs with a display; its children must not inherit it.
+    let args = sb.args();
+    let transport =
+        rmcp::transport::TokioChildProcess::new(rmcp::transport::ConfigureCommandExt::configure(
+            tokio::process::Command::new(support::gantry()),
+            |cmd| {
+                cmd.arg("serve")
+                    .arg("--stdio")
+                    .args(&args)
+                    .env("HOME", sb.path("home"))
+                    .env("DISPLAY", ":77")
+                    .env("XAUTHORITY", "/tmp/x")
+                    .env("GANTRY_LOG", "warn");
+            },
+        ))
+        .unwrap();
+    let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "echo \"display=${DISPLAY:-none} xauth=${XAUTHORITY:-none}\"" }),
+    )
+    .await;
+    assert_eq!(structured(&r)["output"], "display=none xauth=none\n");
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "true", "env": { "DISPLAY": ":0" } }),
+    )
+    .await;
+    assert_eq!(
+        text(&r),
+        "PERMISSION_DENIED: `exec_command` denied: the command's environment would reach the desktop session, which needs both the `screen` and `control` permissions (policy `exec.desktop_session` in policies/exec.cedar)"
+    );
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "echo \"$GREETING\"", "env": { "GREETING": "hello" } }),
+    )
+    .await;
+    assert_eq!(structured(&r)["output"], "hello\n");
+    client.cancel().await.unwrap();
+}
