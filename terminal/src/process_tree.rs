@@ -219,4 +219,26 @@ mod windows {
     pub fn terminate(_leader: u32, _tag: &str) -> usize {
         0
     }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Runs under Wine in CI: a job created for a process ends it when terminated.
+        #[test]
+        fn terminating_the_job_ends_its_process() {
+            let mut child = std::process::Command::new("cmd")
+                .args(["/c", "ping -n 60 127.0.0.1 > NUL"])
+                .spawn()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let job = JobObject::for_process(child.id()).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                child.try_wait().map(|s| s.is_none()).unwrap_or(false),
+                "still running"
+            );
+            job.terminate();
+            let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(status.code(), Some(1));
+        }
+    }
 }
