@@ -101,7 +101,7 @@ fn patch_pair(lines: usize, hunks: usize) -> (String, String, String) {
 }
 
 fn benches(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();

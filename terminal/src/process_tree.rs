@@ -17,6 +17,7 @@ mod linux {
         pid: i32,
         ppid: i32,
         session: i32,
+        start: u64,
     }
 
     fn stat(pid: i32) -> Option<Proc> {
@@ -28,7 +29,19 @@ mod linux {
         let ppid = fields.next()?.parse().ok()?;
         let _pgrp: i32 = fields.next()?.parse().ok()?;
         let session = fields.next()?.parse().ok()?;
-        Some(Proc { pid, ppid, session })
+        // Field 22, `starttime`, in clock ticks since boot.
+        let start = fields.nth(15)?.parse().ok()?;
+        Some(Proc {
+            pid,
+            ppid,
+            session,
+            start,
+        })
+    }
+
+    /// When `pid` started, in clock ticks since boot (0 when unknown).
+    pub fn start_ticks(pid: i32) -> u64 {
+        stat(pid).map_or(0, |p| p.start)
     }
 
     fn has_tag(pid: i32, needle: &[u8]) -> bool {
@@ -36,26 +49,39 @@ mod linux {
             .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle))
     }
 
-    fn all() -> Vec<Proc> {
+    /// Every process, or with `newer_than`, only those whose pid was allocated after it. Pids
+    /// are handed out in increasing order until they wrap at pid_max; while the last pid
+    /// handed out is still above `newer_than` and the session is young, no wrap can have
+    /// happened, and reading only the newer processes saves most of the /proc reads.
+    fn all(newer_than: Option<i32>) -> Vec<Proc> {
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return Vec::new();
         };
+        let floor = newer_than.filter(|n| {
+            std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok())
+                .is_some_and(|last| last >= *n)
+        });
         entries
             .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| floor.is_none_or(|f| *pid >= f))
             .filter_map(stat)
             .collect()
     }
 
-    /// The processes that belong to the session led by `leader` or carry `tag`.
-    pub fn members(leader: i32, tag: &str) -> Vec<i32> {
+    /// The processes that belong to the session led by `leader` or carry `tag`. Only
+    /// processes started at or after `since` can carry the tag, so older ones are not read;
+    /// with `young`, only pids allocated after the leader's are looked at.
+    pub fn members(leader: i32, tag: &str, since: u64, young: bool) -> Vec<i32> {
         let me = rustix::process::getpid().as_raw_nonzero().get();
         let needle = format!("{}={tag}", super::TAG_VAR).into_bytes();
-        let procs = all();
+        let procs = all(young.then_some(leader));
         let mut found: HashSet<i32> = HashSet::new();
         found.insert(leader);
         for p in &procs {
-            if p.session == leader || has_tag(p.pid, &needle) {
+            if p.session == leader || (p.start >= since && has_tag(p.pid, &needle)) {
                 found.insert(p.pid);
             }
         }
@@ -88,17 +114,31 @@ mod linux {
     }
 }
 
-/// Kills every process of the session led by `leader` (tagged `tag`), repeating while new
-/// ones appear (a process may fork while we work). Returns how many were signalled.
+/// When `pid` started, in a platform unit that only needs to be comparable (0 when unknown).
 #[cfg(target_os = "linux")]
-pub fn terminate(leader: u32, tag: &str) -> usize {
+pub fn start_ticks(pid: u32) -> u64 {
+    i32::try_from(pid).map_or(0, linux::start_ticks)
+}
+
+/// When `pid` started (unknown here).
+#[cfg(not(target_os = "linux"))]
+pub fn start_ticks(_pid: u32) -> u64 {
+    0
+}
+
+/// Kills every process of the session led by `leader` (tagged `tag`, started at `since`),
+/// repeating while new ones appear (a process may fork while we work). `young` says the
+/// session is recent enough that pids cannot have wrapped since it started. Returns how many
+/// were signalled.
+#[cfg(target_os = "linux")]
+pub fn terminate(leader: u32, tag: &str, since: u64, young: bool) -> usize {
     let Ok(leader) = i32::try_from(leader) else {
         return 0;
     };
     linux::kill_group(leader);
     let mut signalled = 0;
     for _ in 0..20 {
-        let members = linux::members(leader, tag);
+        let members = linux::members(leader, tag, since, young);
         let alive: Vec<i32> = members
             .into_iter()
             .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
@@ -126,7 +166,7 @@ pub fn terminate(leader: u32, tag: &str) -> usize {
 
 /// Kills the process group (= session) the leader started; no /proc here to find more.
 #[cfg(all(unix, not(target_os = "linux")))]
-pub fn terminate(leader: u32, _tag: &str) -> usize {
+pub fn terminate(leader: u32, _tag: &str, _since: u64, _young: bool) -> usize {
     use rustix::process::{Pid, Signal};
     let Some(pid) = i32::try_from(leader).ok().and_then(Pid::from_raw) else {
         return 0;
@@ -216,7 +256,7 @@ mod windows {
     }
 
     /// Without a job (it could not be created), the leader is all that can be reached.
-    pub fn terminate(_leader: u32, _tag: &str) -> usize {
+    pub fn terminate(_leader: u32, _tag: &str, _since: u64, _young: bool) -> usize {
         0
     }
 

@@ -162,8 +162,11 @@ impl Registry {
         let (exit_code, signaled, session_id) = match collected.exit {
             Some(Exit { code, signaled }) => {
                 self.sessions().remove(&session.id);
-                // The shell is gone; anything it left running in the background goes too.
-                end(vec![session.clone()]).await;
+                // The shell is gone; anything it left running in the background goes too. The
+                // reply need not wait for that: the runtime's blocking pool finishes it (and a
+                // runtime never shuts down before its blocking tasks end).
+                let done = session.clone();
+                drop(tokio::task::spawn_blocking(move || done.terminate()));
                 let first_failure = collected
                     .items
                     .iter()

@@ -16,6 +16,8 @@ use crate::window::{Drained, SpillConfig, Window};
 /// How long output keeps being gathered after the process exits, for what is still in the
 /// PTY (unless the PTY closes first).
 const AFTER_EXIT: Duration = Duration::from_millis(100);
+/// A session younger than this cannot have seen pids wrap around (see `process_tree`).
+const YOUNG: Duration = Duration::from_secs(60);
 /// How long a poll waits after the first output, to return a burst whole.
 const SETTLE: Duration = Duration::from_millis(30);
 
@@ -134,6 +136,7 @@ pub struct Session {
     pub id: u32,
     pid: u32,
     tag: String,
+    start_ticks: u64,
     started: Instant,
     writer: Mutex<Option<Box<dyn Write + Send>>>,
     state: Mutex<State>,
@@ -223,6 +226,7 @@ impl Session {
         let mut child = pty.slave.spawn_command(cmd).map_err(other)?;
         drop(pty.slave);
         let pid = child.process_id().unwrap_or(0);
+        let start_ticks = process_tree::start_ticks(pid);
         #[cfg(windows)]
         let job = process_tree::JobObject::for_process(pid).ok();
         let mut reader = pty.master.try_clone_reader().map_err(other)?;
@@ -232,6 +236,7 @@ impl Session {
             id,
             pid,
             tag,
+            start_ticks,
             started: Instant::now(),
             writer: Mutex::new(Some(writer)),
             state: Mutex::new(State {
@@ -383,7 +388,12 @@ impl Session {
         if let Some(job) = &self.job {
             job.terminate();
         }
-        let n = process_tree::terminate(self.pid, &self.tag);
+        let n = process_tree::terminate(
+            self.pid,
+            &self.tag,
+            self.start_ticks,
+            self.started.elapsed() < YOUNG,
+        );
         if let Ok(mut w) = self.writer.lock() {
             w.take();
         }
@@ -399,7 +409,12 @@ impl Drop for Session {
     fn drop(&mut self) {
         // Never leave a process behind, even on a path that forgot to end the session.
         if lock(&self.state).exit.is_none() || !lock(&self.state).eof {
-            let _ = process_tree::terminate(self.pid, &self.tag);
+            let _ = process_tree::terminate(
+                self.pid,
+                &self.tag,
+                self.start_ticks,
+                self.started.elapsed() < YOUNG,
+            );
         }
     }
 }

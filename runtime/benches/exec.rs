@@ -1,0 +1,130 @@
+//! `exec_command` through a real MCP client over stdio against the real `gantry`, beside the
+//! floor of spawning the same shell in a PTY directly from Rust (portable-pty, same login
+//! shell, same command, read to EOF, wait), measured in the same run. Then the server's
+//! resident memory with 64 live sessions, against the same server idle.
+//!
+//! `cargo bench -p runtime --bench exec`
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+use std::io::Read as _;
+use std::path::Path;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+fn shell() -> String {
+    terminal::shell::Shell::detect()
+        .path
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The floor: the same shell, in a PTY, from Rust, without MCP or gantry.
+fn pty_echo(home: &Path) -> String {
+    let pty = native_pty_system()
+        .openpty(PtySize {
+            rows: 40,
+            cols: 200,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    let mut cmd = CommandBuilder::new(shell());
+    cmd.args(["-lc", "echo hi"]);
+    cmd.env("HOME", home);
+    let mut child = pty.slave.spawn_command(cmd).unwrap();
+    drop(pty.slave);
+    let mut reader = pty.master.try_clone_reader().unwrap();
+    let mut out = String::new();
+    let _ = reader.read_to_string(&mut out);
+    child.wait().unwrap();
+    out
+}
+
+fn rss_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, args: Value) -> rmcp::model::CallToolResult {
+    let Value::Object(args) = args else { panic!() };
+    client
+        .call_tool(CallToolRequestParams::new("exec_command").with_arguments(args))
+        .await
+        .unwrap()
+}
+
+fn benches(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, state, home) = (
+        tmp.path().join("root"),
+        tmp.path().join("state"),
+        tmp.path().join("home"),
+    );
+    for d in [&root, &state, &home] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let _runtime = rt.enter();
+    let transport = TokioChildProcess::new(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_gantry")).configure(|cmd| {
+            cmd.args(["serve", "--stdio", "--config"])
+                .arg(tmp.path().join("none.toml"))
+                .arg("--state-dir")
+                .arg(&state)
+                .arg("--root")
+                .arg(&root)
+                .env("HOME", &home)
+                .env("GANTRY_LOG", "error");
+        }),
+    )
+    .unwrap();
+    let pid = transport.id().unwrap();
+    let client = rt.block_on(async { ().serve(transport).await.unwrap() });
+
+    let mut g = c.benchmark_group("exec echo hi");
+    g.bench_function("floor: same shell in a PTY from Rust", |b| {
+        b.iter(|| assert!(black_box(pty_echo(&home)).contains("hi")))
+    });
+    g.bench_function("exec_command over stdio", |b| {
+        b.iter(|| {
+            let r = rt.block_on(call(&client, json!({ "cmd": "echo hi" })));
+            assert_eq!(r.structured_content.as_ref().unwrap()["output"], "hi\n");
+        })
+    });
+    g.finish();
+
+    let idle_rss = rss_kb(pid, "VmRSS:");
+    rt.block_on(async {
+        for _ in 0..64 {
+            let r = call(&client, json!({ "cmd": "sleep 120", "yield_time_ms": 250 })).await;
+            assert!(r.structured_content.as_ref().unwrap()["session_id"].is_i64());
+        }
+    });
+    let live_rss = rss_kb(pid, "VmRSS:");
+    let peak = rss_kb(pid, "VmHWM:");
+    println!(
+        "\nmemory: gantry RSS idle {idle_rss} kB; with 64 live sessions {live_rss} kB (+{} kB, {:.1} kB per session); peak {peak} kB",
+        live_rss.saturating_sub(idle_rss),
+        live_rss.saturating_sub(idle_rss) as f64 / 64.0
+    );
+    rt.block_on(async { client.cancel().await.unwrap() });
+}
+
+criterion_group!(group, benches);
+criterion_main!(group);
