@@ -21,6 +21,59 @@ pub enum Command {
     Serve(ServeArgs),
     /// Validate the surface, the policies and the config together; print every problem.
     Check(CheckArgs),
+    /// Manage connector secrets.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Print a ready-to-paste setup for an MCP client, with the real URL or command.
+    Config(ConfigArgs),
+}
+
+/// `gantry token ...`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Replace a connector's secret (every connector's without a name). A running server
+    /// accepts only the new one from its next request on.
+    Rotate {
+        /// The connector (`core`, `desktop`).
+        connector: Option<String>,
+        /// Settings.
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+/// Clients `gantry config` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Client {
+    /// ChatGPT developer mode (a public HTTPS URL through a tunnel).
+    Chatgpt,
+    /// Claude Desktop (`claude_desktop_config.json`).
+    ClaudeDesktop,
+    /// Claude Code (`claude mcp add`).
+    ClaudeCode,
+    /// Codex (`~/.codex/config.toml`).
+    Codex,
+    /// Cursor (`.cursor/mcp.json`).
+    Cursor,
+    /// The MCP Inspector.
+    Inspector,
+}
+
+/// `gantry config <client>`.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArgs {
+    /// The client to print a setup for.
+    #[arg(value_enum)]
+    pub client: Client,
+    /// The connector (default `core`).
+    #[arg(long, default_value = "core")]
+    pub connector: String,
+    /// The public host name a tunnel gives you (ChatGPT), e.g. `gantry.example.com`.
+    #[arg(long, value_name = "HOST")]
+    pub public_host: Option<String>,
+    /// Settings.
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 /// Settings shared by every subcommand.
@@ -51,6 +104,10 @@ pub struct CommonArgs {
     /// Extra Host header value to accept (repeatable), e.g. a tunnel's public name.
     #[arg(long = "allowed-host", value_name = "HOST")]
     pub allowed_hosts: Vec<String>,
+    /// Browser origin to accept (repeatable), e.g. `http://localhost:6274` for the Inspector.
+    /// Requests carrying any other Origin are refused.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
 }
 
 /// `gantry serve`.

@@ -55,6 +55,7 @@ struct ConfigFile {
     state_dir: Option<String>,
     policies: Option<String>,
     allowed_hosts: Option<Vec<String>>,
+    allowed_origins: Option<Vec<String>>,
     session_idle: Option<toml::Spanned<String>>,
     #[serde(default)]
     permissions: BTreeMap<toml::Spanned<String>, bool>,
@@ -83,6 +84,8 @@ pub struct Settings {
     pub permissions: BTreeMap<&'static str, bool>,
     /// Extra accepted Host header values.
     pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted (any other Origin is refused).
+    pub allowed_origins: Vec<String>,
     /// A command session unused this long is ended.
     pub session_idle: std::time::Duration,
 }
@@ -276,6 +279,8 @@ impl Settings {
         };
         let mut allowed_hosts = file.allowed_hosts.clone().unwrap_or_default();
         allowed_hosts.extend(args.allowed_hosts.iter().cloned());
+        let mut allowed_origins = file.allowed_origins.clone().unwrap_or_default();
+        allowed_origins.extend(args.allowed_origins.iter().cloned());
 
         let session_idle = match &file.session_idle {
             None => DEFAULT_SESSION_IDLE,
@@ -314,6 +319,7 @@ impl Settings {
             read_only: args.read_only.or(file.read_only).unwrap_or(false),
             permissions,
             allowed_hosts,
+            allowed_origins,
             session_idle,
         })
     }

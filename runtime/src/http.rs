@@ -1,8 +1,19 @@
-//! Stateless Streamable HTTP: one endpoint per connector at `/<token>/mcp`, plus `/healthz`.
-//! Nothing else exists: any other path, or a wrong token, is a bare 404.
+//! The HTTP boundary: stateless Streamable HTTP, one endpoint per connector, and nothing else.
+//!
+//! - `/<token>/mcp`, or `/mcp` with `Authorization: Bearer <token>`: the connector that token
+//!   belongs to. Tokens are compared in constant time; a wrong or missing one gets a bare 404,
+//!   like every path that is not an endpoint, so nothing hints at what exists.
+//! - `/healthz`: `ok`.
+//! - A request carrying an `Origin` that is not configured is refused (403): browsers cannot
+//!   drive the server from a web page. A `Host` outside the allowed names is refused by rmcp
+//!   (403), which stops DNS rebinding.
+//! - Bounded: headers must arrive within 10 s, a request must finish within 90 s (every tool
+//!   yields within 30 s), bodies above 4 MiB get 413, at most 256 requests run at once (the rest
+//!   wait) and at most 1024 connections are open.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -10,40 +21,83 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::StatusCode;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use crate::app::App;
 use crate::server::ConnectorServer;
-use crate::state_dir::Tokens;
+use crate::state_dir::LiveTokens;
+
+/// Largest request body.
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
+const MAX_IN_FLIGHT: usize = 256;
+const MAX_CONNECTIONS: usize = 1024;
 
 type Endpoint = StreamableHttpService<ConnectorServer, NeverSessionManager>;
 
 /// The connector endpoints, found by token.
 struct Endpoints {
-    tokens: Tokens,
+    tokens: LiveTokens,
     services: Vec<(&'static str, Endpoint)>,
+    allowed_origins: Vec<String>,
+    in_flight: Semaphore,
+}
+
+fn bearer(request: &Request) -> Option<&str> {
+    let value = request
+        .headers()
+        .get(http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 impl Endpoints {
     async fn route(&self, request: Request) -> Response {
-        // `/<token>/mcp`, exactly.
+        if let Some(origin) = request.headers().get(http::header::ORIGIN) {
+            let allowed = origin
+                .to_str()
+                .is_ok_and(|o| self.allowed_origins.iter().any(|a| a == o));
+            if !allowed {
+                return (StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed").into_response();
+            }
+        }
+        // Refuse an announced oversized body before reading any of it.
+        let announced = request
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+            return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+        }
         let path = request.uri().path();
-        let mut parts = path.strip_prefix('/').unwrap_or("").splitn(2, '/');
-        let (Some(token), Some("mcp")) = (parts.next(), parts.next()) else {
-            return StatusCode::NOT_FOUND.into_response();
+        let token = match path.strip_prefix('/').map(|p| p.split_once('/')) {
+            Some(Some((token, "mcp"))) => Some(token.to_string()),
+            Some(None) if path == "/mcp" => bearer(&request).map(str::to_string),
+            _ => None,
         };
-        let Some(connector) = self.tokens.connector_for(token) else {
+        let Some(connector) = token.and_then(|t| self.tokens.get().connector_for(&t)) else {
             return StatusCode::NOT_FOUND.into_response();
         };
         let Some((_, service)) = self.services.iter().find(|(c, _)| *c == connector) else {
             return StatusCode::NOT_FOUND.into_response();
         };
-        match service.clone().oneshot(request).await {
-            Ok(response) => response.map(Body::new),
-            Err(never) => match never {},
+        let Ok(_permit) = self.in_flight.acquire().await else {
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        };
+        match tokio::time::timeout(REQUEST_TIMEOUT, service.clone().oneshot(request)).await {
+            Ok(Ok(response)) => response.map(Body::new),
+            Ok(Err(never)) => match never {},
+            Err(_) => (StatusCode::REQUEST_TIMEOUT, "request took too long").into_response(),
         }
     }
 }
@@ -57,13 +111,56 @@ pub fn connector_url(addr: SocketAddr, token: &str) -> String {
     format!("http://{host}:{}/{token}/mcp", addr.port())
 }
 
+/// The router of the HTTP boundary (`/healthz` and the connector endpoints).
+pub fn router(app: &Arc<App>, tokens: LiveTokens, shutdown: &CancellationToken) -> Router {
+    let settings = &app.settings;
+    let mut allowed_hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    if let Ok(ip) = settings.host.parse::<IpAddr>()
+        && !ip.is_unspecified()
+        && !ip.is_loopback()
+    {
+        allowed_hosts.push(ip.to_string());
+    }
+    allowed_hosts.extend(settings.allowed_hosts.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_allowed_hosts(allowed_hosts)
+        .with_max_request_body_bytes(MAX_BODY_BYTES)
+        .with_cancellation_token(shutdown.child_token());
+    let services = app
+        .connectors()
+        .map(|c| {
+            let server = ConnectorServer::new(app.clone(), c);
+            let service: Endpoint = StreamableHttpService::new(
+                move || Ok(server.clone()),
+                Arc::new(NeverSessionManager::default()),
+                config.clone(),
+            );
+            (c.name, service)
+        })
+        .collect();
+    let endpoints = Arc::new(Endpoints {
+        tokens,
+        services,
+        allowed_origins: settings.allowed_origins.clone(),
+        in_flight: Semaphore::new(MAX_IN_FLIGHT),
+    });
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .fallback(move |request: Request| {
+            let endpoints = endpoints.clone();
+            async move { endpoints.route(request).await }
+        })
+}
+
 /// Binds, prints one `<connector> <url>` line per served connector on stdout, and serves
 /// until `shutdown` fires.
 pub async fn serve(app: Arc<App>, shutdown: CancellationToken) -> Result<(), String> {
     let settings = &app.settings;
-    let connectors: Vec<&'static tool_api::ConnectorSpec> = app.connectors().collect();
-    let names: Vec<&'static str> = connectors.iter().map(|c| c.name).collect();
-    let tokens = Tokens::load_or_create(&settings.state_dir, &names)?;
+    let names: Vec<&'static str> = app.connectors().map(|c| c.name).collect();
+    let tokens = LiveTokens::new(&settings.state_dir, &names)?;
+    let first = tokens.get();
 
     let ip: IpAddr = settings
         .host
@@ -76,56 +173,57 @@ pub async fn serve(app: Arc<App>, shutdown: CancellationToken) -> Result<(), Str
     if !ip.is_loopback() {
         tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address and knows a connector URL can use it");
     }
-
-    let mut allowed_hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-    if !ip.is_unspecified() && !ip.is_loopback() {
-        allowed_hosts.push(ip.to_string());
-    }
-    allowed_hosts.extend(settings.allowed_hosts.iter().cloned());
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .with_allowed_hosts(allowed_hosts)
-        .with_cancellation_token(shutdown.child_token());
-
-    let services = connectors
-        .iter()
-        .map(|c| {
-            let server = ConnectorServer::new(app.clone(), c);
-            let service: Endpoint = StreamableHttpService::new(
-                move || Ok(server.clone()),
-                Arc::new(NeverSessionManager::default()),
-                config.clone(),
-            );
-            (c.name, service)
-        })
-        .collect();
-    let endpoints = Arc::new(Endpoints {
-        tokens: tokens.clone(),
-        services,
-    });
-    let router = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .fallback(move |request: Request| {
-            let endpoints = endpoints.clone();
-            async move { endpoints.route(request).await }
-        });
-
+    let router = router(&app, tokens, &shutdown);
     {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
         for name in &names {
-            if let Some(token) = tokens.get(name) {
+            if let Some(token) = first.get(name) {
                 let _ = writeln!(out, "{name} {}", connector_url(addr, token));
             }
         }
         let _ = out.flush();
     }
     tracing::info!(%addr, connectors = names.len(), "serving");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .map_err(|e| format!("server failed: {e}"))
+
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            p = connections.clone().acquire_owned() => p.map_err(|e| e.to_string())?,
+        };
+        let (stream, _) = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of descriptors and the like: wait a little instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let service = TowerToHyperService::new(
+            router
+                .clone()
+                .map_request(|r: http::Request<hyper::body::Incoming>| r.map(Body::new)),
+        );
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = shutdown.cancelled() => connection.as_mut().graceful_shutdown(),
+            }
+            drop(permit);
+        });
+    }
 }
 
 /// Serves one connector on stdin/stdout until the client closes stdin.

@@ -10,6 +10,7 @@ pub mod app;
 pub mod audit;
 pub mod check;
 pub mod cli;
+pub mod client_setup;
 pub mod config;
 pub mod handlers;
 pub mod http;

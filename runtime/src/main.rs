@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use clap::Parser as _;
 use runtime::app::App;
-use runtime::cli::{Cli, Command};
+use runtime::cli::{Cli, Command, TokenCommand};
 use runtime::config::Settings;
 use tokio_util::sync::CancellationToken;
 
@@ -77,6 +77,70 @@ fn main() -> ExitCode {
                 eprintln!("gantry check: {} problem(s)", problems.len());
                 ExitCode::FAILURE
             }
+        }
+        Command::Token(TokenCommand::Rotate { connector, common }) => {
+            let settings = match Settings::resolve(&common) {
+                Ok(s) => s,
+                Err(e) => return fail(&e.iter().map(ToString::to_string).collect::<Vec<_>>()),
+            };
+            let names: Vec<&'static str> = generated::CONNECTORS.iter().map(|c| c.name).collect();
+            let rotated = runtime::state_dir::ensure(&settings.state_dir)
+                .map_err(|e| e.to_string())
+                .and_then(|()| {
+                    runtime::state_dir::Tokens::rotate(
+                        &settings.state_dir,
+                        &names,
+                        connector.as_deref(),
+                    )
+                });
+            match rotated {
+                Ok(list) => {
+                    for c in list {
+                        println!(
+                            "{c}: new secret in {}; the old URL stops working now",
+                            runtime::state_dir::tokens_path(&settings.state_dir).display()
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&[e]),
+            }
+        }
+        Command::Config(args) => {
+            let settings = match Settings::resolve(&args.common) {
+                Ok(s) => s,
+                Err(e) => return fail(&e.iter().map(ToString::to_string).collect::<Vec<_>>()),
+            };
+            let names: Vec<&'static str> = generated::CONNECTORS.iter().map(|c| c.name).collect();
+            if !names.contains(&args.connector.as_str()) {
+                return fail(&[format!(
+                    "unknown connector `{}` (connectors: {})",
+                    args.connector,
+                    names.join(", ")
+                )]);
+            }
+            let tokens = match runtime::state_dir::ensure(&settings.state_dir)
+                .map_err(|e| e.to_string())
+                .and_then(|()| {
+                    runtime::state_dir::Tokens::load_or_create(&settings.state_dir, &names)
+                }) {
+                Ok(t) => t,
+                Err(e) => return fail(&[e]),
+            };
+            let exe = std::env::current_exe().unwrap_or_else(|_| "gantry".into());
+            let token = tokens.get(&args.connector).unwrap_or_default();
+            print!(
+                "{}",
+                runtime::client_setup::render(
+                    args.client,
+                    &settings,
+                    &args.connector,
+                    &exe,
+                    token,
+                    args.public_host.as_deref()
+                )
+            );
+            ExitCode::SUCCESS
         }
         Command::Serve(args) => {
             let settings = match Settings::resolve(&args.common) {

@@ -1,0 +1,317 @@
+//! The HTTP boundary: every bad request gets a clean, bounded answer, and the server stays
+//! healthy; secrets can be rotated live; client setups carry the real URL.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{Sandbox, call, gantry, is_error, text};
+
+fn rpc(method: &str, params: Value) -> String {
+    json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string()
+}
+
+fn post(
+    http: &reqwest::Client,
+    url: &str,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::RequestBuilder {
+    http.post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body)
+}
+
+fn read_call() -> String {
+    rpc(
+        "tools/call",
+        json!({ "name": "read", "arguments": { "paths": ["a.txt"] } }),
+    )
+}
+
+async fn healthy(http: &reqwest::Client, server: &support::HttpServer) {
+    assert_eq!(
+        http.get(format!("{}/healthz", server.base()))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let r = post(http, server.url("core"), read_call())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["result"]["structuredContent"]["entries"][0]["text"],
+        "x\n"
+    );
+}
+
+#[tokio::test]
+async fn every_bad_request_is_refused_cleanly_and_the_server_stays_healthy() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "x\n");
+    let server = sb
+        .http(&["--allowed-origin", "http://localhost:6274"])
+        .await;
+    let http = reqwest::Client::new();
+    let url = server.url("core").to_string();
+    healthy(&http, &server).await;
+
+    // A browser page on another origin.
+    let r = post(&http, &url, read_call())
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(r.text().await.unwrap(), "Forbidden: Origin is not allowed");
+    // A configured origin is fine.
+    let r = post(&http, &url, read_call())
+        .header("origin", "http://localhost:6274")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    // DNS rebinding: a foreign Host header.
+    let r = post(&http, &url, read_call())
+        .header("host", "evil.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+
+    // Oversized body: refused from its headers, before a byte of it is read.
+    {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let addr = server.base().trim_start_matches("http://").to_string();
+        let path = url.trim_start_matches(&server.base()).to_string();
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+            5 << 20
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut buf = vec![0u8; 512];
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        let answer = String::from_utf8_lossy(&buf[..n]).to_string();
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    }
+
+    // Malformed JSON-RPC: not JSON, and JSON that is not a request.
+    for bad in ["{not json", "[]", "{\"jsonrpc\":\"2.0\"}"] {
+        let r = post(&http, &url, bad).send().await.unwrap();
+        assert!(
+            r.status().is_client_error() || r.status() == 200,
+            "{bad}: {}",
+            r.status()
+        );
+        let body = r.text().await.unwrap();
+        assert!(body.len() < 2000, "{bad}: unbounded answer");
+        assert!(
+            !body.contains(server.token("core").as_str()),
+            "{bad}: the answer leaks the token"
+        );
+    }
+
+    // Unknown tool and wrong argument types: tool errors, not crashes.
+    let r = post(
+        &http,
+        &url,
+        rpc("tools/call", json!({ "name": "nope", "arguments": {} })),
+    )
+    .send()
+    .await
+    .unwrap();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["result"]["isError"], true);
+    assert!(
+        body["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("UNKNOWN_TOOL: ")
+    );
+    let r = post(
+        &http,
+        &url,
+        rpc(
+            "tools/call",
+            json!({ "name": "read", "arguments": { "paths": 7 } }),
+        ),
+    )
+    .send()
+    .await
+    .unwrap();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["result"]["content"][0]["text"],
+        "INVALID_INPUT: paths: invalid type: integer `7`, expected a sequence"
+    );
+
+    healthy(&http, &server).await;
+}
+
+#[tokio::test]
+async fn the_bearer_header_works_and_a_wrong_one_looks_like_nothing_exists() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "x\n");
+    let server = sb.http(&[]).await;
+    let http = reqwest::Client::new();
+    let endpoint = format!("{}/mcp", server.base());
+    let r = post(&http, &endpoint, read_call())
+        .bearer_auth(server.token("core"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    for auth in [Some("Bearer nope"), Some("Basic Zm9vOmJhcg=="), None] {
+        let mut req = post(&http, &endpoint, read_call());
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 404, "{auth:?}");
+        assert_eq!(r.text().await.unwrap(), "");
+    }
+}
+
+#[tokio::test]
+async fn rotating_a_token_takes_effect_without_a_restart() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "x\n");
+    let server = sb.http(&[]).await;
+    let http = reqwest::Client::new();
+    let old_url = server.url("core").to_string();
+    assert_eq!(
+        post(&http, &old_url, read_call())
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let out = std::process::Command::new(gantry())
+        .args(["token", "rotate", "core"])
+        .args(sb.args())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("core: new secret in "));
+    assert_eq!(
+        post(&http, &old_url, read_call())
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    let tokens: toml::Table = std::fs::read_to_string(sb.path("state/tokens.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let new_url = format!("{}/{}/mcp", server.base(), tokens["core"].as_str().unwrap());
+    assert_eq!(
+        post(&http, &new_url, read_call())
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_dropped() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let sb = Sandbox::new();
+    let server = sb.http(&[]).await;
+    let addr = server.base().trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stream
+        .write_all(b"POST /x/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut buf)).await;
+    assert!(
+        read.is_ok(),
+        "the server kept a half-sent request open for 20 s"
+    );
+}
+
+#[tokio::test]
+async fn client_setups_carry_the_real_url_or_command() {
+    let sb = Sandbox::new();
+    let server = sb.http(&[]).await;
+    let token = server.token("core");
+    let run = |client: &str, extra: &[&str]| {
+        let out = std::process::Command::new(gantry())
+            .args(["config", client])
+            .args(extra)
+            .args(sb.args())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let chatgpt = run("chatgpt", &["--public-host", "gantry.example.com"]);
+    assert!(
+        chatgpt.contains(&format!(
+            "MCP Server URL: https://gantry.example.com/{token}/mcp"
+        )),
+        "{chatgpt}"
+    );
+    assert!(
+        chatgpt.contains("--allowed-host gantry.example.com"),
+        "{chatgpt}"
+    );
+    let codex = run("codex", &[]);
+    assert!(codex.contains("[mcp_servers.gantry-core]"), "{codex}");
+    assert!(codex.contains(&format!("\"{}\"", gantry())), "{codex}");
+    assert!(
+        codex.contains("\"serve\", \"--stdio\", \"--connector\", \"core\""),
+        "{codex}"
+    );
+    let claude: Value = serde_json::from_str(&run("claude-desktop", &[])).unwrap();
+    assert_eq!(claude["mcpServers"]["gantry-core"]["command"], gantry());
+    let inspector = run("inspector", &[]);
+    assert!(inspector.contains(&format!("/{token}/mcp")), "{inspector}");
+}
+
+#[tokio::test]
+async fn a_real_client_works_through_the_bearer_endpoint_too() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "x\n");
+    let server = sb.http(&[]).await;
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            format!("{}/mcp", server.base()),
+        )
+        .auth_header(server.token("core")),
+    );
+    let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+    let r = call(&client, "read", json!({ "paths": ["a.txt"] })).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    client.cancel().await.unwrap();
+}
