@@ -33,10 +33,18 @@ impl CoreTools {
     }
 }
 
-/// Runs blocking filesystem work off the async workers.
+/// Runs blocking filesystem work. On the multi-threaded runtime the server uses, the current
+/// worker hands its other tasks off and runs the work in place (no thread hop: a `read` of a
+/// small file costs tens of microseconds, a hop to the blocking pool as much again); elsewhere
+/// (a current-thread runtime in a test harness) it goes to the blocking pool.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ToolError> {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        return Ok(tokio::task::block_in_place(work));
+    }
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| ToolError::new(ErrorCode::Internal, format!("worker failed: {e}")))

@@ -1,0 +1,173 @@
+//! Load over HTTP: 200 concurrent MCP clients (rmcp, stateless Streamable HTTP), each making
+//! 50 `read` calls of a 1 KB file against one `gantry serve`. Reports errors (must be 0),
+//! p50/p99 latency and calls per second. Baseline from the same run: the same 10 000 calls
+//! made by one client, one at a time.
+//!
+//! `cargo bench -p runtime --bench load`
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use tokio::io::AsyncBufReadExt;
+
+const CLIENTS: usize = 200;
+const CALLS: usize = 50;
+
+async fn client(url: &str) -> RunningService<RoleClient, ()> {
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_string());
+    ().serve(transport).await.unwrap()
+}
+
+async fn read(client: &RunningService<RoleClient, ()>) -> Result<Duration, String> {
+    let args = serde_json::json!({ "paths": ["1k.txt"] });
+    let serde_json::Value::Object(args) = args else {
+        unreachable!()
+    };
+    let started = Instant::now();
+    let r = client
+        .call_tool(CallToolRequestParams::new("read").with_arguments(args))
+        .await
+        .map_err(|e| e.to_string())?;
+    let text = r
+        .structured_content
+        .as_ref()
+        .and_then(|s| s["entries"][0]["text"].as_str())
+        .map(str::len);
+    if r.is_error == Some(true) || text != Some(1024) {
+        return Err(format!("bad result: {:?}", r.content));
+    }
+    Ok(started.elapsed())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn report(name: &str, mut lat: Vec<Duration>, errors: usize, wall: Duration) -> f64 {
+    lat.sort();
+    let rate = lat.len() as f64 / wall.as_secs_f64();
+    println!(
+        "{name:<44} calls {:>6}  errors {errors:>3}  p50 {:>8.2} ms  p99 {:>8.2} ms  {:>8.0} calls/s",
+        lat.len(),
+        percentile(&lat, 0.50).as_secs_f64() * 1e3,
+        percentile(&lat, 0.99).as_secs_f64() * 1e3,
+        rate
+    );
+    rate
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing to parse.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, state, home) = (
+            tmp.path().join("root"),
+            tmp.path().join("state"),
+            tmp.path().join("home"),
+        );
+        for d in [&root, &state, &home] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(
+            root.join("1k.txt"),
+            format!("{}\n", "0123456789abcdef".repeat(64))
+                .repeat(1)
+                .get(..1024)
+                .unwrap_or_default(),
+        )
+        .unwrap();
+        let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(["serve", "--port", "0", "--config"])
+            .arg(tmp.path().join("none.toml"))
+            .arg("--state-dir")
+            .arg(&state)
+            .arg("--root")
+            .arg(&root)
+            .env("HOME", &home)
+            .env("GANTRY_LOG", "error")
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+        let line = lines.next_line().await.unwrap().unwrap();
+        let url: Arc<str> = Arc::from(line.split_once(' ').unwrap().1);
+
+        // Baseline: one client, one call at a time.
+        let single = client(&url).await;
+        for _ in 0..50 {
+            read(&single).await.unwrap();
+        }
+        let started = Instant::now();
+        let mut lat = Vec::new();
+        for _ in 0..CLIENTS * CALLS {
+            lat.push(read(&single).await.unwrap());
+        }
+        let base = report("1 client, sequential (baseline)", lat, 0, started.elapsed());
+        single.cancel().await.unwrap();
+
+        // 200 clients at once.
+        let mut connecting = Vec::new();
+        for _ in 0..CLIENTS {
+            let url = url.clone();
+            connecting.push(tokio::spawn(async move { client(&url).await }));
+        }
+        let mut clients = Vec::new();
+        for c in connecting {
+            clients.push(c.await.unwrap());
+        }
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for c in clients {
+            tasks.push(tokio::spawn(async move {
+                let mut lat = Vec::with_capacity(CALLS);
+                let mut errors = Vec::new();
+                for _ in 0..CALLS {
+                    match read(&c).await {
+                        Ok(d) => lat.push(d),
+                        Err(e) => errors.push(e),
+                    }
+                }
+                let _ = c.cancel().await;
+                (lat, errors)
+            }));
+        }
+        let mut lat = Vec::new();
+        let mut errors = Vec::new();
+        for t in tasks {
+            let (l, e) = t.await.unwrap();
+            lat.extend(l);
+            errors.extend(e);
+        }
+        let wall = started.elapsed();
+        let rate = report(
+            &format!("{CLIENTS} clients x {CALLS} calls"),
+            lat,
+            errors.len(),
+            wall,
+        );
+        println!("throughput: {:.2}x the sequential baseline", rate / base);
+        if let Some(e) = errors.first() {
+            println!("first error: {e}");
+        }
+        let health = reqwest::get(format!(
+            "{}/healthz",
+            url.split('/').take(3).collect::<Vec<_>>().join("/")
+        ))
+        .await
+        .unwrap();
+        println!("healthz after the load: {}", health.status());
+        assert!(errors.is_empty(), "{} errors", errors.len());
+        let _ = server.kill().await;
+    });
+}
