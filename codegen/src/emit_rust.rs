@@ -566,11 +566,16 @@ pub fn connector_rs(surface: &Surface, connector: &str) -> Result<String, String
         match t.status {
             Status::Ready => {
                 let m = ident(&t.name);
+                let encode = if t.output.is_empty() {
+                    quote!(tool_api::encode_unstructured)
+                } else {
+                    quote!(tool_api::encode)
+                };
                 quote! {
                     #name => {
                         let args: #args = tool_api::decode(arguments)?;
                         let call = cx.authorize(actions::#action, &tool_api::Host, args)?;
-                        tool_api::encode(handlers.#m(call, cx).await?)
+                        #encode(handlers.#m(call, cx).await?)
                     }
                 }
             }

@@ -29,8 +29,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
-use crate::app::App;
-use crate::server::ConnectorServer;
+use crate::config::Settings;
+use crate::server::{ConnectorServer, Served};
 use crate::state_dir::LiveTokens;
 
 /// Largest request body.
@@ -40,12 +40,39 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
 const MAX_IN_FLIGHT: usize = 256;
 const MAX_CONNECTIONS: usize = 1024;
 
-type Endpoint = StreamableHttpService<ConnectorServer, NeverSessionManager>;
+type Endpoint<S> = StreamableHttpService<ConnectorServer<S>, NeverSessionManager>;
+
+/// What the HTTP boundary needs to know.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Listen address.
+    pub host: String,
+    /// Listen port (0 = any).
+    pub port: u16,
+    /// Where the connector tokens live.
+    pub state_dir: std::path::PathBuf,
+    /// Extra accepted Host header values.
+    pub allowed_hosts: Vec<String>,
+    /// Accepted browser origins.
+    pub allowed_origins: Vec<String>,
+}
+
+impl From<&Settings> for HttpOptions {
+    fn from(s: &Settings) -> Self {
+        HttpOptions {
+            host: s.host.clone(),
+            port: s.port,
+            state_dir: s.state_dir.clone(),
+            allowed_hosts: s.allowed_hosts.clone(),
+            allowed_origins: s.allowed_origins.clone(),
+        }
+    }
+}
 
 /// The connector endpoints, found by token.
-struct Endpoints {
+struct Endpoints<S: Served> {
     tokens: LiveTokens,
-    services: Vec<(&'static str, Endpoint)>,
+    services: Vec<(&'static str, Endpoint<S>)>,
     allowed_origins: Vec<String>,
     in_flight: Semaphore,
 }
@@ -60,7 +87,7 @@ fn bearer(request: &Request) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-impl Endpoints {
+impl<S: Served> Endpoints<S> {
     async fn route(&self, request: Request) -> Response {
         if let Some(origin) = request.headers().get(http::header::ORIGIN) {
             let allowed = origin
@@ -112,8 +139,13 @@ pub fn connector_url(addr: SocketAddr, token: &str) -> String {
 }
 
 /// The router of the HTTP boundary (`/healthz` and the connector endpoints).
-pub fn router(app: &Arc<App>, tokens: LiveTokens, shutdown: &CancellationToken) -> Router {
-    let settings = &app.settings;
+pub fn router<S: Served>(
+    app: &Arc<S>,
+    connectors: &[&'static tool_api::ConnectorSpec],
+    settings: &HttpOptions,
+    tokens: LiveTokens,
+    shutdown: &CancellationToken,
+) -> Router {
     let mut allowed_hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     if let Ok(ip) = settings.host.parse::<IpAddr>()
         && !ip.is_unspecified()
@@ -128,11 +160,11 @@ pub fn router(app: &Arc<App>, tokens: LiveTokens, shutdown: &CancellationToken) 
         .with_allowed_hosts(allowed_hosts)
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(shutdown.child_token());
-    let services = app
-        .connectors()
+    let services = connectors
+        .iter()
         .map(|c| {
             let server = ConnectorServer::new(app.clone(), c);
-            let service: Endpoint = StreamableHttpService::new(
+            let service: Endpoint<S> = StreamableHttpService::new(
                 move || Ok(server.clone()),
                 Arc::new(NeverSessionManager::default()),
                 config.clone(),
@@ -156,9 +188,13 @@ pub fn router(app: &Arc<App>, tokens: LiveTokens, shutdown: &CancellationToken) 
 
 /// Binds, prints one `<connector> <url>` line per served connector on stdout, and serves
 /// until `shutdown` fires.
-pub async fn serve(app: Arc<App>, shutdown: CancellationToken) -> Result<(), String> {
-    let settings = &app.settings;
-    let names: Vec<&'static str> = app.connectors().map(|c| c.name).collect();
+pub async fn serve<S: Served>(
+    app: Arc<S>,
+    connectors: Vec<&'static tool_api::ConnectorSpec>,
+    settings: HttpOptions,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let names: Vec<&'static str> = connectors.iter().map(|c| c.name).collect();
     let tokens = LiveTokens::new(&settings.state_dir, &names)?;
     let first = tokens.get();
 
@@ -173,7 +209,7 @@ pub async fn serve(app: Arc<App>, shutdown: CancellationToken) -> Result<(), Str
     if !ip.is_loopback() {
         tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address and knows a connector URL can use it");
     }
-    let router = router(&app, tokens, &shutdown);
+    let router = router(&app, &connectors, &settings, tokens, &shutdown);
     {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
@@ -227,10 +263,14 @@ pub async fn serve(app: Arc<App>, shutdown: CancellationToken) -> Result<(), Str
 }
 
 /// Serves one connector on stdin/stdout until the client closes stdin.
-pub async fn serve_stdio(app: Arc<App>, connector: &str) -> Result<(), String> {
+pub async fn serve_stdio<S: Served>(
+    app: Arc<S>,
+    connectors: &[&'static tool_api::ConnectorSpec],
+    connector: &str,
+) -> Result<(), String> {
     use rmcp::ServiceExt as _;
-    let Some(spec) = app.connectors().find(|c| c.name == connector) else {
-        let served: Vec<&str> = app.connectors().map(|c| c.name).collect();
+    let Some(spec) = connectors.iter().copied().find(|c| c.name == connector) else {
+        let served: Vec<&str> = connectors.iter().map(|c| c.name).collect();
         return Err(format!(
             "connector `{connector}` is not served on this platform (served: {})",
             served.join(", ")

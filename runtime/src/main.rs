@@ -163,13 +163,15 @@ fn main() -> ExitCode {
                 let token = CancellationToken::new();
                 tokio::spawn(shutdown_signal(token.clone()));
                 served.spawn_maintenance();
+                let connectors: Vec<_> = served.connectors().collect();
                 if args.stdio {
                     tokio::select! {
-                        r = runtime::http::serve_stdio(served, &args.connector) => r,
+                        r = runtime::http::serve_stdio(served.clone(), &connectors, &args.connector) => r,
                         () = token.cancelled() => Ok(()),
                     }
                 } else {
-                    runtime::http::serve(served, token).await
+                    let options = runtime::http::HttpOptions::from(&served.settings);
+                    runtime::http::serve(served.clone(), connectors, options, token).await
                 }
             });
             // Whatever ended the serving (stdin closed, SIGTERM, SIGINT), no command outlives it.

@@ -6,42 +6,100 @@ use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use tool_api::{CallContext, ConnectorSpec, Encoded, ToolError};
+use tool_api::{CallContext, ConnectorSpec, Content, Encoded, ToolError};
 
-use crate::app::App;
-use crate::audit::Entry;
+use crate::app::{App, ServedTool};
+use crate::audit::{Audit, Entry};
 
 /// How many client `_meta` labels an audit line keeps, and how long each may be.
 const MAX_LABELS: usize = 4;
 const MAX_LABEL_CHARS: usize = 128;
 
+/// What a connector server needs from the application it serves: the surface's tools, a
+/// call context per call, the generated dispatch, and the audit log. [`App`] is gantry's;
+/// the conformance test server implements it for its fixture surface.
+pub trait Served: Send + Sync + 'static {
+    /// The MCP definitions of every tool (any connector), in declaration order.
+    fn tools(&self) -> &[ServedTool];
+    /// Names of the tools `connector` lists right now.
+    fn published(&self, connector: &str) -> Vec<&'static str>;
+    /// The context a call on `connector` is decided in.
+    fn call_context(&self, connector: &str) -> Result<CallContext, ToolError>;
+    /// Decodes, authorizes and runs tool `name`.
+    fn dispatch<'a>(
+        &'a self,
+        connector: &'a str,
+        cx: &'a CallContext,
+        name: &'a str,
+        arguments: rmcp::model::JsonObject,
+    ) -> impl std::future::Future<Output = Result<Encoded, ToolError>> + Send + 'a;
+    /// Where calls are recorded.
+    fn audit(&self) -> &Audit;
+}
+
+impl Served for App {
+    fn tools(&self) -> &[ServedTool] {
+        &self.tools
+    }
+
+    fn published(&self, connector: &str) -> Vec<&'static str> {
+        self.permissions
+            .published(connector)
+            .map(|t| t.name)
+            .collect()
+    }
+
+    fn call_context(&self, connector: &str) -> Result<CallContext, ToolError> {
+        let gate = authz::Gate::new(self.engine.clone(), connector, &self.facts)?;
+        Ok(CallContext::new(gate))
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        connector: &'a str,
+        cx: &'a CallContext,
+        name: &'a str,
+        arguments: rmcp::model::JsonObject,
+    ) -> impl std::future::Future<Output = Result<Encoded, ToolError>> + Send + 'a {
+        self.handlers.dispatch(connector, cx, name, arguments)
+    }
+
+    fn audit(&self) -> &Audit {
+        &self.audit
+    }
+}
+
 /// The MCP server of one connector. Cheap to clone: the HTTP transport makes one per request.
-#[derive(Clone)]
-pub struct ConnectorServer {
-    app: Arc<App>,
+pub struct ConnectorServer<S: Served = App> {
+    app: Arc<S>,
     connector: &'static ConnectorSpec,
 }
 
-impl ConnectorServer {
+impl<S: Served> Clone for ConnectorServer<S> {
+    fn clone(&self) -> Self {
+        Self {
+            app: self.app.clone(),
+            connector: self.connector,
+        }
+    }
+}
+
+impl<S: Served> ConnectorServer<S> {
     /// The server of `connector`.
-    pub fn new(app: Arc<App>, connector: &'static ConnectorSpec) -> Self {
+    pub fn new(app: Arc<S>, connector: &'static ConnectorSpec) -> Self {
         Self { app, connector }
     }
 
     /// The tools this connector lists right now.
     pub fn listed(&self) -> Vec<Tool> {
-        let published: Vec<&str> = self
-            .app
-            .permissions
-            .published(self.connector.name)
-            .map(|t| t.name)
-            .collect();
+        let published = self.app.published(self.connector.name);
         self.app
-            .tools
+            .tools()
             .iter()
             .filter(|t| published.contains(&t.spec.name))
             .map(|t| t.tool.clone())
@@ -54,14 +112,8 @@ impl ConnectorServer {
         name: &str,
         arguments: rmcp::model::JsonObject,
     ) -> Result<Encoded, ToolError> {
-        let gate = authz::Gate::new(
-            self.app.engine.clone(),
-            self.connector.name,
-            &self.app.facts,
-        )?;
-        let cx = CallContext::new(gate);
+        let cx = self.app.call_context(self.connector.name)?;
         self.app
-            .handlers
             .dispatch(self.connector.name, &cx, name, arguments)
             .await
     }
@@ -71,14 +123,15 @@ fn to_result(outcome: Result<Encoded, ToolError>) -> CallToolResult {
     match outcome {
         Ok(encoded) => {
             let mut content = vec![ContentBlock::text(encoded.text)];
-            content.extend(
-                encoded
-                    .images
-                    .into_iter()
-                    .map(|i| ContentBlock::image(i.data, i.mime)),
-            );
+            content.extend(encoded.extra.into_iter().map(|c| match c {
+                Content::Image { data, mime } => ContentBlock::image(data, mime),
+                Content::Audio { data, mime } => ContentBlock::audio(data, mime),
+                Content::Resource { uri, mime, text } => {
+                    ContentBlock::resource(ResourceContents::text(text, uri).with_mime_type(mime))
+                }
+            }));
             let mut result = CallToolResult::success(content);
-            result.structured_content = Some(encoded.structured);
+            result.structured_content = encoded.structured;
             result
         }
         Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
@@ -103,7 +156,7 @@ fn labels(cx: &RequestContext<RoleServer>) -> Vec<(&'static str, String)> {
         .collect()
 }
 
-impl ServerHandler for ConnectorServer {
+impl<S: Served> ServerHandler for ConnectorServer<S> {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("gantry", env!("CARGO_PKG_VERSION")))
@@ -112,7 +165,7 @@ impl ServerHandler for ConnectorServer {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.app
-            .tools
+            .tools()
             .iter()
             .find(|t| t.spec.connector == self.connector.name && t.spec.name == name)
             .map(|t| t.tool.clone())
@@ -142,7 +195,7 @@ impl ServerHandler for ConnectorServer {
         };
         let duration = started.elapsed();
         tracing::info!(connector = self.connector.name, tool = %name, outcome = code, duration_us = duration.as_micros() as u64, "tool call");
-        self.app.audit.record(&Entry {
+        self.app.audit().record(&Entry {
             ts_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis()),

@@ -13,7 +13,7 @@ pub use authz::{ActionId, AttrValue, Authorized, Host, Resource};
 pub use context::CallContext;
 pub use decode::{Validate, decode};
 pub use error::{ErrorCode, ToolError};
-pub use reply::{Encoded, Image, NoOutput, Reply, encode};
+pub use reply::{Content, Encoded, NoOutput, Reply, encode, encode_unstructured};
 pub use spec::{
     Annotations, ConnectorSpec, OperationSpec, PermissionSpec, Platform, PlatformFlags, Status,
     ToolSpec,

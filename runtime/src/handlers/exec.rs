@@ -204,7 +204,7 @@ pub(super) async fn exec_command(
     Ok(Reply {
         output,
         text: Some(f.text),
-        images: Vec::new(),
+        extra: Vec::new(),
     })
 }
 
@@ -260,6 +260,6 @@ pub(super) async fn write_stdin(
     Ok(Reply {
         output,
         text: Some(f.text),
-        images: Vec::new(),
+        extra: Vec::new(),
     })
 }

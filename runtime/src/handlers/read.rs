@@ -2,9 +2,9 @@
 
 use generated::core::{ReadArgs, ReadOutput, actions, limits};
 use generated::types::{DirEntry, DirEntryKind, ReadEntry, ReadEntryKind};
-use tool_api::{CallContext, ErrorCode, Image, Reply, ToolError};
+use tool_api::{CallContext, Content, ErrorCode, Reply, ToolError};
 
-use crate::ops::fs::{self, Content};
+use crate::ops::fs::{self, Loaded};
 use crate::ops::path_policy::{Kind, Resolved, Roots};
 use crate::ops::{image, search};
 
@@ -242,7 +242,7 @@ pub(super) fn run(
                 }
                 let budget = per_file.min(remaining);
                 match fs::read_text(&target, req.start, req.end, budget) {
-                    Ok(Content::Text(slice)) => {
+                    Ok(Loaded::Text(slice)) => {
                         remaining = remaining.saturating_sub(slice.text.len());
                         let mut e = entry(&req.path, ReadEntryKind::Text);
                         if let Some(next) = slice.next_start_line {
@@ -266,7 +266,7 @@ pub(super) fn run(
                         e.text = Some(slice.text);
                         entries.push(e);
                     }
-                    Ok(Content::Binary { size, mime })
+                    Ok(Loaded::Binary { size, mime })
                         if mime.is_some_and(|m| m.starts_with("image/")) =>
                     {
                         let mut e = entry(&req.path, ReadEntryKind::Image);
@@ -276,7 +276,7 @@ pub(super) fn run(
                             Ok(p) if p.data.len() <= remaining => {
                                 remaining -= p.data.len();
                                 e.note = Some(p.describe(&req.path));
-                                images.push(Image {
+                                images.push(Content::Image {
                                     data: p.data,
                                     mime: p.mime.to_string(),
                                 });
@@ -292,7 +292,7 @@ pub(super) fn run(
                         }
                         entries.push(e);
                     }
-                    Ok(Content::Binary { size, mime }) => {
+                    Ok(Loaded::Binary { size, mime }) => {
                         let mut e = entry(&req.path, ReadEntryKind::Binary);
                         e.size = Some(clamp(size));
                         e.mime = mime.map(str::to_string);
@@ -320,6 +320,6 @@ pub(super) fn run(
             note,
         },
         text: None,
-        images,
+        extra: images,
     })
 }

@@ -2,7 +2,7 @@
 //! text beside it (some clients show the model only the text).
 
 use generated::core::{ViewImageArgs, ViewImageOutput, actions, limits};
-use tool_api::{CallContext, ErrorCode, Image, Reply, ToolError};
+use tool_api::{CallContext, Content, ErrorCode, Reply, ToolError};
 
 use crate::ops::image::{self, Bounds};
 use crate::ops::path_policy::{Kind, Roots};
@@ -67,7 +67,7 @@ pub(super) fn run(
     Ok(Reply {
         output,
         text: Some(text),
-        images: vec![Image {
+        extra: vec![Content::Image {
             data: prepared.data,
             mime: prepared.mime.to_string(),
         }],

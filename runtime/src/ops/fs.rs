@@ -121,7 +121,7 @@ pub struct TextSlice {
 
 /// What a file turned out to hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Content {
+pub enum Loaded {
     /// Text, decoded.
     Text(TextSlice),
     /// Not text: described, never dumped.
@@ -163,7 +163,7 @@ pub fn read_text(
     start: u64,
     end: Option<u64>,
     budget: usize,
-) -> std::io::Result<Content> {
+) -> std::io::Result<Loaded> {
     let (mut f, _) = open(file)?;
     let size = f.metadata()?.len();
     let mut head = vec![0u8; SNIFF_BYTES.min(usize::try_from(size).unwrap_or(SNIFF_BYTES))];
@@ -178,7 +178,7 @@ pub fn read_text(
     let looks_binary =
         body.contains(&0) || matches!(std::str::from_utf8(body), Err(e) if e.error_len().is_some());
     if looks_binary {
-        return Ok(Content::Binary {
+        return Ok(Loaded::Binary {
             size,
             mime: sniff_mime(&head),
         });
@@ -206,7 +206,7 @@ pub fn read_text(
         reader.read_to_end(&mut rest)?;
         slice.total_lines = Some(read_so_far + bytecount_lines(&rest));
     }
-    Ok(Content::Text(slice))
+    Ok(Loaded::Text(slice))
 }
 
 fn bytecount_lines(bytes: &[u8]) -> u64 {
@@ -234,11 +234,11 @@ fn read_utf16(
     start: u64,
     end: Option<u64>,
     budget: usize,
-) -> std::io::Result<Content> {
+) -> std::io::Result<Loaded> {
     // UTF-16 is decoded whole; refuse to hold more than a bounded amount.
     const MAX_UTF16: u64 = 32 * 1024 * 1024;
     if size > MAX_UTF16 {
-        return Ok(Content::Binary {
+        return Ok(Loaded::Binary {
             size,
             mime: Some("text/plain; charset=utf-16"),
         });
@@ -268,7 +268,7 @@ fn read_utf16(
     slice.note = Some(slice.note.map_or("decoded from UTF-16".to_string(), |n| {
         format!("decoded from UTF-16; {n}")
     }));
-    Ok(Content::Text(slice))
+    Ok(Loaded::Text(slice))
 }
 
 /// Collects a window of lines under a byte budget.
