@@ -16,7 +16,7 @@ pub use diagnostics::{Diagnostic, Diagnostics};
 pub use emit_cedar::{MUTATING_GROUP, connector_group, operation_action, permission_group};
 pub use emit_schema::{Role, input_schema, output_schema};
 pub use model::{Connector, Field, FieldType, Permission, Platform, Status, Surface, Tool};
-pub use sync::{HAND_WRITTEN, Staleness, check, sync};
+pub use sync::{HAND_WRITTEN, Staleness, build_script, check, sync};
 
 use std::collections::BTreeMap;
 

@@ -131,3 +131,52 @@ pub fn sync(dir: &Path, expected: &Files) -> io::Result<Vec<String>> {
     }
     Ok(changed)
 }
+
+/// The body of a generated crate's `build.rs`: regenerate `crate_dir` from `surface` when it
+/// changed. Outside CI a stale copy is rewritten (and cargo prints a warning to commit it);
+/// under CI (`CI` set) nothing is written and the freshness test reports the difference.
+/// Problems are printed as cargo directives.
+pub fn build_script(crate_dir: &Path, surface: &Path) {
+    println!("cargo::rerun-if-changed={}", surface.display());
+    println!("cargo::rerun-if-env-changed=CI");
+    let name = surface.file_name().map_or_else(
+        || "surface.toml".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let text = match fs::read_to_string(surface) {
+        Ok(t) => t,
+        Err(e) => {
+            println!("cargo::error=cannot read {}: {e}", surface.display());
+            return;
+        }
+    };
+    let files = match crate::generate(&name, &text) {
+        Ok(f) => f,
+        Err(e) => {
+            for line in e.to_string().lines() {
+                println!("cargo::error={line}");
+            }
+            return;
+        }
+    };
+    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "0" && v != "false");
+    if in_ci {
+        if let Ok(Staleness::Stale { .. }) = check(crate_dir, &files) {
+            println!(
+                "cargo::warning={} is stale; the generated_is_fresh test will fail (run `cargo codegen`)",
+                crate_dir.display()
+            );
+        }
+        return;
+    }
+    match sync(crate_dir, &files) {
+        Ok(changed) if !changed.is_empty() => println!(
+            "cargo::warning={} changed: regenerated {} file(s) under {}; review and commit them",
+            surface.display(),
+            changed.len(),
+            crate_dir.display()
+        ),
+        Ok(_) => {}
+        Err(e) => println!("cargo::error=cannot write {}: {e}", crate_dir.display()),
+    }
+}

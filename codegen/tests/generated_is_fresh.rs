@@ -23,6 +23,21 @@ fn generated_is_fresh() {
     }
 }
 
+/// The conformance fixture surface is a second generated crate, held to the same rule.
+#[test]
+fn conformance_is_fresh() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../conformance");
+    let text = std::fs::read_to_string(root.join("surface.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let files = codegen::generate("surface.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    if let codegen::Staleness::Stale { report } =
+        codegen::check(&root, &files).unwrap_or_else(|e| panic!("{e}"))
+    {
+        panic!(
+            "conformance/ is stale; `cargo build -p conformance` rewrites it outside CI:\n{report}"
+        );
+    }
+}
+
 #[test]
 fn generation_is_deterministic() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");

@@ -58,9 +58,14 @@ fn schema(name: &str, text: &str) -> Result<JsonObject, String> {
     serde_json::from_str(text).map_err(|e| format!("schema of `{name}` is not a JSON object: {e}"))
 }
 
-/// Builds the MCP definitions of every declared tool.
+/// Builds the MCP definitions of every tool gantry declares.
 pub fn served_tools() -> Result<Vec<ServedTool>, String> {
-    generated::TOOLS
+    served_tools_of(generated::TOOLS)
+}
+
+/// Builds the MCP definitions of `specs` (any generated surface).
+pub fn served_tools_of(specs: &'static [ToolSpec]) -> Result<Vec<ServedTool>, String> {
+    specs
         .iter()
         .map(|spec| {
             let a = spec.annotations;

@@ -4,8 +4,8 @@
 //!   belongs to. Tokens are compared in constant time; a wrong or missing one gets a bare 404,
 //!   like every path that is not an endpoint, so nothing hints at what exists.
 //! - `/healthz`: `ok`.
-//! - A request carrying an `Origin` that is not configured is refused (403): browsers cannot
-//!   drive the server from a web page. A `Host` outside the allowed names is refused by rmcp
+//! - A request carrying an `Origin` that is neither configured nor the server's own loopback
+//!   origin is refused (403): browsers cannot drive the server from another site's page. A `Host` outside the allowed names is refused by rmcp
 //!   (403), which stops DNS rebinding.
 //! - Bounded: headers must arrive within 10 s, a request must finish within 90 s (every tool
 //!   yields within 30 s), bodies above 4 MiB get 413, at most 256 requests run at once (the rest
@@ -143,6 +143,7 @@ pub fn router<S: Served>(
     app: &Arc<S>,
     connectors: &[&'static tool_api::ConnectorSpec],
     settings: &HttpOptions,
+    local: SocketAddr,
     tokens: LiveTokens,
     shutdown: &CancellationToken,
 ) -> Router {
@@ -172,10 +173,20 @@ pub fn router<S: Served>(
             (c.name, service)
         })
         .collect();
+    // The server's own loopback origins are not foreign: a rebinding page has its own origin.
+    let mut allowed_origins = settings.allowed_origins.clone();
+    if local.ip().is_loopback() {
+        let port = local.port();
+        allowed_origins.extend([
+            format!("http://127.0.0.1:{port}"),
+            format!("http://localhost:{port}"),
+            format!("http://[::1]:{port}"),
+        ]);
+    }
     let endpoints = Arc::new(Endpoints {
         tokens,
         services,
-        allowed_origins: settings.allowed_origins.clone(),
+        allowed_origins,
         in_flight: Semaphore::new(MAX_IN_FLIGHT),
     });
     Router::new()
@@ -209,7 +220,7 @@ pub async fn serve<S: Served>(
     if !ip.is_loopback() {
         tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address and knows a connector URL can use it");
     }
-    let router = router(&app, &connectors, &settings, tokens, &shutdown);
+    let router = router(&app, &connectors, &settings, addr, tokens, &shutdown);
     {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
