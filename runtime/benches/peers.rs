@@ -43,17 +43,28 @@ fn install_peer() -> Option<PathBuf> {
 
 struct Target {
     name: &'static str,
+    pid: u32,
     client: Arc<RunningService<RoleClient, ()>>,
     tool: &'static str,
     args: fn(&Path, &str) -> Value,
 }
 
-async fn start(cmd: tokio::process::Command) -> Arc<RunningService<RoleClient, ()>> {
-    Arc::new(
-        ().serve(TokioChildProcess::new(cmd).unwrap())
-            .await
-            .unwrap(),
-    )
+async fn start(cmd: tokio::process::Command) -> (u32, Arc<RunningService<RoleClient, ()>>) {
+    let transport = TokioChildProcess::new(cmd).unwrap();
+    let pid = transport.id().unwrap();
+    (pid, Arc::new(().serve(transport).await.unwrap()))
+}
+
+/// CPU time (user + system) a process has used so far, in microseconds.
+fn cpu_us(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rfind(')').map_or("", |i| &stat[i + 2..]);
+    let fields: Vec<f64> = after
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    // utime and stime, fields 14 and 15, in clock ticks (USER_HZ = 100).
+    (fields.get(11).copied().unwrap_or(0.0) + fields.get(12).copied().unwrap_or(0.0)) * 10_000.0
 }
 
 async fn call(t: &Target, root: &Path, file: &str, expect: usize) -> Duration {
@@ -90,6 +101,7 @@ struct Figures {
     p50: f64,
     p99: f64,
     rate: f64,
+    cpu_per_call_us: f64,
 }
 
 async fn measure(t: &Target, root: &Path, file: &'static str, expect: usize) -> Figures {
@@ -101,12 +113,14 @@ async fn measure(t: &Target, root: &Path, file: &'static str, expect: usize) -> 
         lat.push(call(t, root, file, expect).await);
     }
     lat.sort();
+    let cpu_before = cpu_us(t.pid);
     let started = Instant::now();
     let per_worker = CONCURRENT / IN_FLIGHT;
     let mut workers = Vec::new();
     for _ in 0..IN_FLIGHT {
         let t = Target {
             name: t.name,
+            pid: t.pid,
             client: t.client.clone(),
             tool: t.tool,
             args: t.args,
@@ -121,10 +135,12 @@ async fn measure(t: &Target, root: &Path, file: &'static str, expect: usize) -> 
     for w in workers {
         w.await.unwrap();
     }
+    let calls = (per_worker * IN_FLIGHT) as f64;
     Figures {
         p50: pct(&lat, 0.5),
         p99: pct(&lat, 0.99),
-        rate: (per_worker * IN_FLIGHT) as f64 / started.elapsed().as_secs_f64(),
+        rate: calls / started.elapsed().as_secs_f64(),
+        cpu_per_call_us: (cpu_us(t.pid) - cpu_before) / calls,
     }
 }
 
@@ -159,17 +175,21 @@ fn main() {
                 .env("HOME", &home)
                 .env("GANTRY_LOG", "error");
         });
+        let (pid, client) = start(g).await;
         let gantry = Target {
             name: "gantry read",
-            client: start(g).await,
+            pid,
+            client,
             tool: "read",
             args: |_, f| json!({ "paths": [f] }),
         };
         let mut n = tokio::process::Command::new("node");
         n.arg(&peer).arg(&root).stderr(std::process::Stdio::null());
+        let (pid, client) = start(n).await;
         let fs = Target {
             name: "server-filesystem read_text_file",
-            client: start(n).await,
+            pid,
+            client,
             tool: "read_text_file",
             args: |root, f| json!({ "path": root.join(f).display().to_string() }),
         };
@@ -179,12 +199,16 @@ fn main() {
             let ours = measure(&gantry, &root, file, expect).await;
             let theirs = measure(&fs, &root, file, expect).await;
             for (t, f) in [(&gantry, &ours), (&fs, &theirs)] {
-                println!("{file:<9} {:<34} p50 {:>7.3} ms  p99 {:>7.3} ms  {:>7.0} calls/s", t.name, f.p50, f.p99, f.rate);
+                println!(
+                    "{file:<9} {:<34} p50 {:>7.3} ms  p99 {:>7.3} ms  {:>7.0} calls/s  server CPU {:>5.0} us/call",
+                    t.name, f.p50, f.p99, f.rate, f.cpu_per_call_us
+                );
             }
             println!(
-                "{file:<9} ratio: {:.2}x the calls/s, p99 {:.2}x ({})",
+                "{file:<9} ratio: {:.2}x the calls/s, p99 {:.2}x, server CPU per call {:.2}x ({})",
                 ours.rate / theirs.rate,
                 ours.p99 / theirs.p99,
+                ours.cpu_per_call_us / theirs.cpu_per_call_us,
                 if ours.rate >= 3.0 * theirs.rate && ours.p99 < theirs.p99 { "meets the target" } else { "misses the target" }
             );
         }

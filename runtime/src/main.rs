@@ -151,10 +151,14 @@ fn main() -> ExitCode {
                 Ok(a) => Arc::new(a),
                 Err(e) => return fail(&e),
             };
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
+            // stdio serves one client: a single-threaded runtime avoids cross-thread wake-ups
+            // on every message (blocking work still goes to the blocking pool). HTTP serves many.
+            let mut builder = if args.stdio {
+                tokio::runtime::Builder::new_current_thread()
+            } else {
+                tokio::runtime::Builder::new_multi_thread()
+            };
+            let runtime = match builder.enable_all().build() {
                 Ok(r) => r,
                 Err(e) => return fail(&[format!("cannot start the async runtime: {e}")]),
             };

@@ -56,9 +56,13 @@ impl CoreHandlers for CoreTools {
         call: Authorized<ReadArgs>,
         cx: &CallContext,
     ) -> Result<Reply<ReadOutput>, ToolError> {
+        let args = call.into_inner();
+        if read::is_quick(&args) {
+            // A few plain files: cheaper to read right here than to hand the worker off.
+            return read::run(&self.roots, cx, args);
+        }
         let roots = self.roots.clone();
         let cx = cx.clone();
-        let args = call.into_inner();
         blocking(move || read::run(&roots, &cx, args)).await?
     }
 

@@ -43,6 +43,18 @@ fn clamp(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// Whether a `read` is small enough to run on the async worker itself: at most a few paths and
+/// no glob (a directory listing or a file cut at 256 KB is still bounded work).
+pub(super) fn is_quick(args: &ReadArgs) -> bool {
+    let paths = args.paths.as_deref().unwrap_or_default();
+    let ranges = args.ranges.as_deref().unwrap_or_default();
+    paths.len() + ranges.len() <= 4
+        && !paths
+            .iter()
+            .chain(ranges.iter().map(|r| &r.path))
+            .any(|p| search::is_glob(p))
+}
+
 /// Expands globs into the paths they match (bounded), keeping plain paths as they are.
 fn expand(
     roots: &Roots,

@@ -184,10 +184,24 @@ pub fn read_text(
         });
     }
 
+    let mut lines = LineWindow::new(start, end, budget);
+    if (head.len() as u64) == size {
+        // The sniff read the whole file: no need to read it again.
+        for line in body.split_inclusive(|b| *b == b'\n') {
+            if !lines.push(line) {
+                break;
+            }
+        }
+        let read_so_far = lines.line;
+        let mut slice = lines.finish();
+        if slice.total_lines.is_none() {
+            slice.total_lines = Some(bytecount_lines(body).max(read_so_far));
+        }
+        return Ok(Loaded::Text(slice));
+    }
     // Read on from the same descriptor: rewind rather than reopen by path.
     std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(if bom { 3 } else { 0 }))?;
     let mut reader = BufReader::new(f);
-    let mut lines = LineWindow::new(start, end, budget);
     let mut buf = Vec::new();
     loop {
         buf.clear();
