@@ -356,3 +356,32 @@ fn a_directory_swapped_for_a_symlink_after_the_check_cannot_redirect_the_write()
         std::fs::remove_file(sb.path("outside/old.txt")).unwrap();
     }
 }
+
+/// `..` below a directory that does not exist could name an existing file while looking new,
+/// turning a create into an overwrite that only `write_create` allowed. It is refused.
+#[tokio::test]
+async fn dot_dot_through_a_missing_directory_cannot_overwrite_a_file() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "precious\n");
+    sb.config("[permissions]\nwrite_edit = false\n");
+    let client = sb.stdio(&[]).await;
+    let patch = "*** Begin Patch\n*** Add File: nope/../a.txt\n+overwritten\n*** End Patch";
+    let result = call(&client, "apply_patch", json!({ "patch": patch })).await;
+    assert_eq!(
+        text(&result),
+        "INVALID_INPUT: nope/../a.txt: `..` after a directory that does not exist; nothing was written"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.root().join("a.txt")).unwrap(),
+        "precious\n"
+    );
+    // Spelled plainly, the same overwrite needs write_edit, which is off.
+    let patch = "*** Begin Patch\n*** Add File: a.txt\n+overwritten\n*** End Patch";
+    let result = call(&client, "apply_patch", json!({ "patch": patch })).await;
+    assert!(text(&result).starts_with("PERMISSION_DENIED: a.txt: `apply_patch:update` denied: the `write_edit` permission is off"), "{}", text(&result));
+    assert_eq!(
+        std::fs::read_to_string(sb.root().join("a.txt")).unwrap(),
+        "precious\n"
+    );
+    client.cancel().await.unwrap();
+}

@@ -20,9 +20,13 @@ pub fn ensure(dir: &Path) -> std::io::Result<()> {
 
 /// Writes `contents` to `path` atomically, readable by the owner only.
 pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
+    // A fresh, exclusive temp name: two writers never share (or follow) a temp file.
+    let mut tag = [0u8; 6];
+    getrandom::fill(&mut tag).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let tmp = path.with_extension(format!("tmp-{tag}"));
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt as _;
@@ -161,35 +165,44 @@ impl Tokens {
 pub struct LiveTokens {
     dir: PathBuf,
     connectors: Vec<&'static str>,
-    current: std::sync::RwLock<(Option<std::time::SystemTime>, Tokens)>,
+    current: std::sync::RwLock<(Stamp, Tokens)>,
+}
+
+/// What identifies one version of the tokens file: modification time, size and inode. Taken
+/// *before* a load, so a rewrite during the load is seen on the next request.
+type Stamp = Option<(std::time::SystemTime, u64, u64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    let m = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&m);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Some((m.modified().ok()?, m.len(), inode))
 }
 
 impl LiveTokens {
-    /// Loads (creating missing tokens) and remembers the file's modification time.
+    /// Loads (creating missing tokens) and remembers which version of the file it read.
     pub fn new(dir: &Path, connectors: &[&'static str]) -> Result<LiveTokens, String> {
         let tokens = Tokens::load_or_create(dir, connectors)?;
-        let mtime = std::fs::metadata(tokens_path(dir))
-            .and_then(|m| m.modified())
-            .ok();
+        let seen = stamp(&tokens_path(dir));
         Ok(LiveTokens {
             dir: dir.to_path_buf(),
             connectors: connectors.to_vec(),
-            current: std::sync::RwLock::new((mtime, tokens)),
+            current: std::sync::RwLock::new((seen, tokens)),
         })
     }
 
     /// The current tokens, reloaded first if the file changed. A file that became unreadable
     /// keeps the last good tokens (and is logged), never an empty set that would let anyone in.
     pub fn get(&self) -> Tokens {
-        let mtime = std::fs::metadata(tokens_path(&self.dir))
-            .and_then(|m| m.modified())
-            .ok();
+        let now = stamp(&tokens_path(&self.dir));
         {
             let guard = match self.current.read() {
                 Ok(g) => g,
                 Err(p) => p.into_inner(),
             };
-            if guard.0 == mtime {
+            if guard.0 == now {
                 return guard.1.clone();
             }
         }
@@ -199,10 +212,7 @@ impl LiveTokens {
         };
         match Tokens::load_or_create(&self.dir, &self.connectors) {
             Ok(t) => {
-                let mtime = std::fs::metadata(tokens_path(&self.dir))
-                    .and_then(|m| m.modified())
-                    .ok();
-                *guard = (mtime, t);
+                *guard = (now, t);
                 tracing::info!("connector tokens reloaded");
             }
             Err(e) => {

@@ -50,18 +50,21 @@ mod linux {
     }
 
     /// Every process, or with `newer_than`, only those whose pid was allocated after it. Pids
-    /// are handed out in increasing order until they wrap at pid_max; while the last pid
-    /// handed out is still above `newer_than` and the session is young, no wrap can have
-    /// happened, and reading only the newer processes saves most of the /proc reads.
+    /// are handed out in increasing order until they wrap at pid_max; the shortcut is taken
+    /// only where pid_max is so large (the 64-bit default, 2^22) that a young session cannot
+    /// have seen a wrap, and the last pid handed out is still above `newer_than`.
     fn all(newer_than: Option<i32>) -> Vec<Proc> {
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return Vec::new();
         };
-        let floor = newer_than.filter(|n| {
-            std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        let read_i32 = |path: &str| {
+            std::fs::read_to_string(path)
                 .ok()
                 .and_then(|t| t.trim().parse::<i32>().ok())
-                .is_some_and(|last| last >= *n)
+        };
+        let floor = newer_than.filter(|n| {
+            read_i32("/proc/sys/kernel/pid_max").is_some_and(|max| max >= 1 << 22)
+                && read_i32("/proc/sys/kernel/ns_last_pid").is_some_and(|last| last >= *n)
         });
         entries
             .flatten()
@@ -78,10 +81,18 @@ mod linux {
         let me = rustix::process::getpid().as_raw_nonzero().get();
         let needle = format!("{}={tag}", super::TAG_VAR).into_bytes();
         let procs = all(young.then_some(leader));
+        // A pid still used as a session id is never handed out again, but once the session is
+        // gone the leader's pid can be: then only the tag (and start times) identify ours.
+        let reused = leader_reused(leader, since);
         let mut found: HashSet<i32> = HashSet::new();
-        found.insert(leader);
+        if !reused {
+            found.insert(leader);
+        }
         for p in &procs {
-            if p.session == leader || (p.start >= since && has_tag(p.pid, &needle)) {
+            if p.start < since {
+                continue;
+            }
+            if (!reused && p.session == leader) || has_tag(p.pid, &needle) {
                 found.insert(p.pid);
             }
         }
@@ -99,6 +110,11 @@ mod linux {
         }
         found.remove(&me);
         found.into_iter().filter(|p| *p > 1).collect()
+    }
+
+    /// Whether `leader`'s pid now names another process than the one started at `since`.
+    pub fn leader_reused(leader: i32, since: u64) -> bool {
+        since != 0 && stat(leader).is_some_and(|p| p.start != since)
     }
 
     pub fn kill(pid: i32) {
@@ -135,7 +151,9 @@ pub fn terminate(leader: u32, tag: &str, since: u64, young: bool) -> usize {
     let Ok(leader) = i32::try_from(leader) else {
         return 0;
     };
-    linux::kill_group(leader);
+    if !linux::leader_reused(leader, since) {
+        linux::kill_group(leader);
+    }
     let mut signalled = 0;
     for _ in 0..20 {
         let members = linux::members(leader, tag, since, young);

@@ -7,8 +7,12 @@ use std::time::Duration;
 use terminal::{Commands, Outcome, Registry, Run, TerminalError};
 use tool_api::{Authorized, ErrorCode, ToolError};
 
-/// Variables that connect a process to the desktop session.
+/// Variables that connect a process to the desktop session. `XDG_RUNTIME_DIR` is among them
+/// because Wayland and D-Bus clients fall back to the sockets in it (`wayland-0`, `bus`).
+/// Removing them reduces what a command reaches by default; it is not a sandbox (a command
+/// can still name a display or a socket itself).
 pub const DISPLAY_VARS: &[&str] = &[
+    "XDG_RUNTIME_DIR",
     "DISPLAY",
     "WAYLAND_DISPLAY",
     "WAYLAND_SOCKET",

@@ -259,7 +259,7 @@ fn read_utf16(
     }
     let (bytes, _) = read_all(file)?;
     let le = bytes.starts_with(b"\xff\xfe");
-    let units = bytes[2..].chunks_exact(2).map(|c| {
+    let units = bytes.get(2..).unwrap_or_default().chunks_exact(2).map(|c| {
         if le {
             u16::from_le_bytes([c[0], c[1]])
         } else {

@@ -139,8 +139,13 @@ impl Roots {
         } else {
             base.unwrap_or(self.first()).join(raw)
         };
-        let (path, kind) = resolve_os(&absolute)
-            .map_err(|e| ToolError::os(format!("{given}: cannot resolve"), &e))?;
+        let (path, kind) = resolve_os(&absolute).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidInput {
+                ToolError::invalid_input(format!("{given}: {UP_THROUGH_MISSING}"))
+            } else {
+                ToolError::os(format!("{given}: cannot resolve"), &e)
+            }
+        })?;
         let root = self.root_of(&path).map(Path::to_path_buf);
         Ok(Resolved {
             given: given.to_string(),
@@ -160,6 +165,8 @@ fn within(root: &Path, path: &Path) -> bool {
         path.starts_with(root)
     }
 }
+
+const UP_THROUGH_MISSING: &str = "`..` after a directory that does not exist";
 
 /// Resolves the existing prefix with the OS (symlinks, then `..`) and appends the rest.
 fn resolve_os(absolute: &Path) -> std::io::Result<(PathBuf, Kind)> {
@@ -183,16 +190,26 @@ fn resolve_os(absolute: &Path) -> std::io::Result<(PathBuf, Kind)> {
                 ancestor = parent;
                 match std::fs::canonicalize(ancestor) {
                     Ok(mut base) => {
+                        // `..` below a directory that does not exist cannot be resolved the way
+                        // the OS would (it would fail); applied lexically it could name an
+                        // existing file while claiming it is new. Refuse it.
+                        if rest.iter().any(|c| matches!(c, Component::ParentDir)) {
+                            return Err(std::io::Error::new(
+                                std::io::ErrorKind::InvalidInput,
+                                UP_THROUGH_MISSING,
+                            ));
+                        }
                         for c in rest.iter().rev() {
-                            match c {
-                                Component::ParentDir => {
-                                    base.pop();
-                                }
-                                Component::CurDir => {}
-                                other => base.push(other.as_os_str()),
+                            if let Component::Normal(name) = c {
+                                base.push(name);
                             }
                         }
-                        return Ok((base, Kind::Missing));
+                        // Something may have appeared meanwhile: say what is there now.
+                        let kind = match std::fs::symlink_metadata(&base) {
+                            Ok(_) => kind_of(&base).unwrap_or(Kind::Special),
+                            Err(_) => Kind::Missing,
+                        };
+                        return Ok((base, kind));
                     }
                     Err(e2) if e2.kind() == std::io::ErrorKind::NotFound => continue,
                     Err(e2) => return Err(e2),
@@ -260,10 +277,16 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(r.inside_root);
         assert_eq!(r.kind, Kind::Missing);
-        let r = roots
-            .resolve("sub/new/../../../escape.txt", None)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(!r.inside_root, "{r:?}");
+        // `..` below a missing directory could name an existing file as if it were new.
+        let e = roots
+            .resolve("sub/new/../a.txt", None)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some("INVALID_INPUT: sub/new/../a.txt: `..` after a directory that does not exist")
+        );
+        assert!(roots.resolve("sub/new/../../../escape.txt", None).is_err());
     }
 
     #[cfg(unix)]
