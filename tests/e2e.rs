@@ -333,3 +333,44 @@ async fn logs_go_to_stderr_and_the_url_line_is_all_stdout_says() {
     );
     assert_eq!(server.token("core").len(), 43);
 }
+
+#[tokio::test]
+async fn editing_the_config_changes_permissions_live_and_a_broken_config_fails_closed() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "x\n");
+    sb.config("[permissions]\nread = true\n");
+    let client = sb.stdio(&[]).await;
+    let read = || call(&client, "read", json!({ "paths": ["a.txt"] }));
+    assert!(!is_error(&read().await));
+
+    // mtime granularity: make sure the edit is a new version of the file.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    sb.config("[permissions]\nread = false\n");
+    let result = read().await;
+    assert!(
+        text(&result).starts_with("PERMISSION_DENIED: `read` denied: the `read` permission is off"),
+        "{}",
+        text(&result)
+    );
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(!names.contains(&"read".to_string()), "{names:?}");
+
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    sb.config("[permissions]\nread = maybe\n");
+    let result = read().await;
+    let shown = text(&result);
+    assert!(shown.starts_with("PERMISSION_DENIED: the config file cannot be used, so every call is refused until it is fixed: "), "{shown}");
+    assert!(shown.contains("config.toml:2:8: "), "{shown}");
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 0);
+
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    sb.config("[permissions]\nread = true\n");
+    assert!(!is_error(&read().await));
+    client.cancel().await.unwrap();
+}

@@ -9,6 +9,7 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use tool_api::{Platform, ToolSpec};
 
 use crate::audit::Audit;
+use crate::cli::CommonArgs;
 use crate::config::Settings;
 use crate::handlers::{CoreTools, DesktopTools};
 use crate::ops::path_policy::Roots;
@@ -24,16 +25,30 @@ pub struct ServedTool {
     pub tool: Tool,
 }
 
+/// The permissions in effect, and the Cedar context built from them.
+#[derive(Debug)]
+pub struct Live {
+    /// Stored permissions and the facts that mask them.
+    pub permissions: PermissionState,
+    /// `permissions` as a validated Cedar context, shared by every call.
+    pub facts: Option<authz::Facts>,
+    /// Why the config file cannot be used right now: every call is refused until it is fixed.
+    pub broken: Option<String>,
+    /// The version of the config file this was built from.
+    stamp: crate::state_dir::Stamp,
+}
+
 /// The shared state of a running server.
 pub struct App {
     /// Effective settings.
     pub settings: Settings,
     /// The validated policy set.
     pub engine: Arc<Engine>,
-    /// Stored permissions and the facts that mask them.
-    pub permissions: PermissionState,
-    /// `permissions` as a validated Cedar context, shared by every call.
-    pub facts: authz::Facts,
+    /// The permissions in effect, reloaded when the config file changes.
+    live: std::sync::RwLock<Arc<Live>>,
+    /// The flags and environment of this run (to re-resolve the config with the same
+    /// precedence when it changes).
+    args: CommonArgs,
     /// Tool handlers, one set per connector.
     pub handlers: Handlers<CoreTools, DesktopTools>,
     /// The audit log.
@@ -93,7 +108,7 @@ pub fn served_tools_of(specs: &'static [ToolSpec]) -> Result<Vec<ServedTool>, St
 impl App {
     /// Loads policies, resolves roots, opens the state directory: everything that can fail
     /// before serving, with every problem reported.
-    pub fn start(settings: Settings) -> Result<App, Vec<String>> {
+    pub fn start(settings: Settings, args: CommonArgs) -> Result<App, Vec<String>> {
         let mut problems = Vec::new();
         let engine = policy_set::load(settings.policies_dir.as_deref())
             .map_err(|e| problems.extend(e))
@@ -131,11 +146,17 @@ impl App {
         let facts = engine
             .facts(&permissions.snapshot())
             .map_err(|d| vec![format!("permission snapshot: {d}")])?;
+        let live = Live {
+            permissions,
+            facts: Some(facts),
+            broken: None,
+            stamp: crate::state_dir::file_stamp(&settings.config_path),
+        };
         Ok(App {
             settings,
             engine: Arc::new(engine),
-            permissions,
-            facts,
+            live: std::sync::RwLock::new(Arc::new(live)),
+            args,
             handlers: Handlers {
                 core: CoreTools::new(roots.clone(), terminal.clone()),
                 desktop: DesktopTools,
@@ -169,8 +190,72 @@ impl App {
 
     /// The connectors this platform serves, in declaration order.
     pub fn connectors(&self) -> impl Iterator<Item = &'static tool_api::ConnectorSpec> + '_ {
+        let platform = Platform::current();
         generated::CONNECTORS
             .iter()
-            .filter(|c| self.permissions.serves(c))
+            .filter(move |c| c.platforms.contains(&platform))
+    }
+
+    /// The permissions in effect now. Editing the config file's permissions or read-only mode
+    /// takes effect on the next call; a config file that stops parsing refuses every call
+    /// (fail closed) until it is fixed. Other settings (roots, address) need a restart.
+    pub fn live(&self) -> Arc<Live> {
+        let now = crate::state_dir::file_stamp(&self.settings.config_path);
+        {
+            let current = match self.live.read() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            if current.stamp == now {
+                return current.clone();
+            }
+        }
+        let mut current = match self.live.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let fresh = match Settings::resolve(&self.args) {
+            Ok(s) => {
+                let permissions =
+                    PermissionState::new(Platform::current(), s.read_only, s.permissions.clone());
+                match self.engine.facts(&permissions.snapshot()) {
+                    Ok(facts) => {
+                        tracing::info!(config = %self.settings.config_path.display(), "permissions reloaded");
+                        Live {
+                            permissions,
+                            facts: Some(facts),
+                            broken: None,
+                            stamp: now,
+                        }
+                    }
+                    Err(d) => Live {
+                        permissions,
+                        facts: None,
+                        broken: Some(d.to_string()),
+                        stamp: now,
+                    },
+                }
+            }
+            Err(errors) => {
+                let why = errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                tracing::error!(problem = %why, "the config file is invalid; refusing every call until it is fixed");
+                Live {
+                    permissions: PermissionState::new(
+                        Platform::current(),
+                        true,
+                        Default::default(),
+                    ),
+                    facts: None,
+                    broken: Some(why),
+                    stamp: now,
+                }
+            }
+        };
+        *current = Arc::new(fresh);
+        current.clone()
     }
 }

@@ -147,7 +147,7 @@ fn main() -> ExitCode {
                 Ok(s) => s,
                 Err(e) => return fail(&e.iter().map(ToString::to_string).collect::<Vec<_>>()),
             };
-            let app = match App::start(settings) {
+            let app = match App::start(settings, args.common.clone()) {
                 Ok(a) => Arc::new(a),
                 Err(e) => return fail(&e),
             };

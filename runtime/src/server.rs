@@ -48,14 +48,25 @@ impl Served for App {
     }
 
     fn published(&self, connector: &str) -> Vec<&'static str> {
-        self.permissions
+        self.live()
+            .permissions
             .published(connector)
             .map(|t| t.name)
             .collect()
     }
 
     fn call_context(&self, connector: &str) -> Result<CallContext, ToolError> {
-        let gate = authz::Gate::new(self.engine.clone(), connector, &self.facts)?;
+        let live = self.live();
+        let Some(facts) = &live.facts else {
+            let why = live.broken.as_deref().unwrap_or("no permission snapshot");
+            return Err(ToolError::new(
+                tool_api::ErrorCode::PermissionDenied,
+                format!(
+                    "the config file cannot be used, so every call is refused until it is fixed: {why}"
+                ),
+            ));
+        };
+        let gate = authz::Gate::new(self.engine.clone(), connector, facts)?;
         Ok(CallContext::new(gate))
     }
 

@@ -168,11 +168,12 @@ pub struct LiveTokens {
     current: std::sync::RwLock<(Stamp, Tokens)>,
 }
 
-/// What identifies one version of the tokens file: modification time, size and inode. Taken
-/// *before* a load, so a rewrite during the load is seen on the next request.
-type Stamp = Option<(std::time::SystemTime, u64, u64)>;
+/// What identifies one version of a file: modification time, size and inode (`None` when it
+/// does not exist). Taken *before* a load, so a rewrite during the load is seen next time.
+pub type Stamp = Option<(std::time::SystemTime, u64, u64)>;
 
-fn stamp(path: &Path) -> Stamp {
+/// The [`Stamp`] of `path` now.
+pub fn file_stamp(path: &Path) -> Stamp {
     let m = std::fs::metadata(path).ok()?;
     #[cfg(unix)]
     let inode = std::os::unix::fs::MetadataExt::ino(&m);
@@ -185,7 +186,7 @@ impl LiveTokens {
     /// Loads (creating missing tokens) and remembers which version of the file it read.
     pub fn new(dir: &Path, connectors: &[&'static str]) -> Result<LiveTokens, String> {
         let tokens = Tokens::load_or_create(dir, connectors)?;
-        let seen = stamp(&tokens_path(dir));
+        let seen = file_stamp(&tokens_path(dir));
         Ok(LiveTokens {
             dir: dir.to_path_buf(),
             connectors: connectors.to_vec(),
@@ -196,7 +197,7 @@ impl LiveTokens {
     /// The current tokens, reloaded first if the file changed. A file that became unreadable
     /// keeps the last good tokens (and is logged), never an empty set that would let anyone in.
     pub fn get(&self) -> Tokens {
-        let now = stamp(&tokens_path(&self.dir));
+        let now = file_stamp(&tokens_path(&self.dir));
         {
             let guard = match self.current.read() {
                 Ok(g) => g,
