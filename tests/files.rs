@@ -46,6 +46,22 @@ async fn read_batches_paths_ranges_and_directories() {
     );
     assert_eq!(s["entries"][2]["text"], "b4\n");
     assert_eq!(s["entries"][2]["total_lines"], 4);
+    // The text content says the same in plain text: files verbatim, not escaped in JSON.
+    let t = text(&r);
+    let listing: Vec<&str> = t.lines().skip(1).take(3).collect();
+    assert!(t.starts_with("==> dir/ (directory) <==\n"), "{t}");
+    assert!(
+        listing[0].starts_with("file ") && listing[0].ends_with("  a.txt"),
+        "{t}"
+    );
+    assert!(
+        listing[1].starts_with("dir ") && listing[1].ends_with("  sub/"),
+        "{t}"
+    );
+    assert!(
+        t.ends_with("==> b.txt (lines 2-3 of 4) <==\nb2\nb3\n==> b.txt (lines 4-4 of 4) <==\nb4\n"),
+        "{t}"
+    );
     client.cancel().await.unwrap();
 }
 
@@ -74,6 +90,13 @@ async fn a_large_file_is_cut_on_a_line_boundary_with_the_line_to_continue_from()
     );
     assert_eq!(s["entries"][1]["text"], "tiny\n");
     assert_eq!(s["truncated"], true);
+    assert!(
+        text(&r).ends_with(
+            "\n[cut at the 256 KB per-file cap; continue with start_line 4097]\n==> small.txt (lines 1-1 of 1) <==\ntiny\n"
+        ),
+        "{}",
+        &text(&r)[text(&r).len() - 200..]
+    );
     // Continuing from the line given reads the next window exactly.
     let r = call(
         &client,

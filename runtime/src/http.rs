@@ -289,7 +289,7 @@ pub async fn serve_stdio<S: Served>(
     };
     let server = ConnectorServer::new(app.clone(), spec);
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(crate::stdio::streams())
         .await
         .map_err(|e| format!("stdio handshake failed: {e}"))?;
     running

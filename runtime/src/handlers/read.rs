@@ -325,13 +325,76 @@ pub(super) fn run(
         }
     }
     let note = (!notes.is_empty()).then(|| notes.join("; "));
+    let output = ReadOutput {
+        entries,
+        truncated,
+        note,
+    };
     Ok(Reply {
-        output: ReadOutput {
-            entries,
-            truncated,
-            note,
-        },
-        text: None,
+        text: Some(render(&output)),
+        output,
         extra: images,
     })
+}
+
+/// The text content: the same result as plain text, files verbatim under a header line.
+/// Models read it far more easily (and in fewer tokens) than file text escaped inside JSON.
+fn render(output: &ReadOutput) -> String {
+    use std::fmt::Write as _;
+    let size: usize = output
+        .entries
+        .iter()
+        .map(|e| e.path.len() + e.text.as_ref().map_or(64, String::len) + 64)
+        .sum();
+    let mut out = String::with_capacity(size);
+    for e in &output.entries {
+        let _ = match e.kind {
+            ReadEntryKind::Text => match (e.start_line, e.end_line, e.total_lines) {
+                (Some(s), Some(l), Some(t)) => {
+                    writeln!(out, "==> {} (lines {s}-{l} of {t}) <==", e.path)
+                }
+                (Some(s), Some(l), None) => writeln!(out, "==> {} (lines {s}-{l}) <==", e.path),
+                _ => writeln!(out, "==> {} <==", e.path),
+            },
+            ReadEntryKind::Directory => {
+                writeln!(out, "==> {}/ (directory) <==", e.path.trim_end_matches('/'))
+            }
+            ReadEntryKind::Image => writeln!(out, "==> {} (image) <==", e.path),
+            ReadEntryKind::Binary => writeln!(out, "==> {} (binary) <==", e.path),
+            ReadEntryKind::Error => writeln!(
+                out,
+                "==> {} (error: {}) <==",
+                e.path,
+                e.error_code.as_deref().unwrap_or("OS_ERROR")
+            ),
+        };
+        if let Some(text) = &e.text {
+            out.push_str(text);
+            if !text.is_empty() && !text.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        for d in e.entries.iter().flatten() {
+            let (mark, kind) = match d.kind {
+                DirEntryKind::Dir => ("/", "dir"),
+                DirEntryKind::File => ("", "file"),
+                DirEntryKind::Symlink => ("@", "symlink"),
+                DirEntryKind::Other => ("", "other"),
+            };
+            let size = d.size.map_or_else(|| "-".to_string(), |s| s.to_string());
+            let _ = writeln!(
+                out,
+                "{kind:<7} {size:>10}  {}  {}{mark}",
+                d.mtime.as_deref().unwrap_or("-"),
+                d.name
+            );
+        }
+        if let Some(note) = &e.note {
+            let _ = writeln!(out, "[{note}]");
+        }
+    }
+    if let Some(note) = &output.note {
+        let _ = writeln!(out, "[{note}]");
+    }
+    out
 }

@@ -51,6 +51,8 @@ pub fn remove_file(target: &Authorized<Resolved>) -> std::io::Result<()> {
 const SNIFF_BYTES: usize = 8192;
 /// Files up to this size get an exact total line count even when only part is returned.
 const COUNT_LINES_UP_TO: u64 = 16 * 1024 * 1024;
+/// Text files up to this size are read whole; larger ones are streamed line by line.
+const WHOLE_READ_UP_TO: u64 = 4 * 1024 * 1024;
 
 /// One directory entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,11 +187,33 @@ pub fn read_text(
     }
 
     let mut lines = LineWindow::new(start, end, budget);
-    if (head.len() as u64) == size {
-        // The sniff read the whole file: no need to read it again.
-        for line in body.split_inclusive(|b| *b == b'\n') {
-            if !lines.push(line) {
-                break;
+    if size <= WHOLE_READ_UP_TO {
+        // Small enough to take in one read and validate as UTF-8 in one pass (much cheaper
+        // than line by line), continuing from the sniffed head.
+        let mut all = head;
+        if (all.len() as u64) < size {
+            all.reserve_exact(usize::try_from(size).unwrap_or(0) - all.len());
+            (&mut f)
+                .take(size - all.len() as u64)
+                .read_to_end(&mut all)?;
+        }
+        let body = if bom { &all[3..] } else { &all[..] };
+        // Most reads take whole files: allocate the text once rather than by doubling.
+        lines.text.reserve(body.len().min(budget));
+        match std::str::from_utf8(body) {
+            Ok(text) => {
+                for line in text.split_inclusive('\n') {
+                    if !lines.push_str(line, false) {
+                        break;
+                    }
+                }
+            }
+            Err(_) => {
+                for line in body.split_inclusive(|b| *b == b'\n') {
+                    if !lines.push(line) {
+                        break;
+                    }
+                }
             }
         }
         let read_so_far = lines.line;
@@ -315,8 +339,17 @@ impl LineWindow {
         }
     }
 
-    /// Takes one line (with its ending); false once nothing more is wanted.
+    /// Takes one line (with its ending) as bytes, replacing invalid UTF-8; false once nothing
+    /// more is wanted.
     fn push(&mut self, raw: &[u8]) -> bool {
+        match String::from_utf8_lossy(raw) {
+            std::borrow::Cow::Borrowed(line) => self.push_str(line, false),
+            std::borrow::Cow::Owned(line) => self.push_str(&line, true),
+        }
+    }
+
+    /// Takes one line already decoded; `replaced` says whether decoding replaced anything.
+    fn push_str(&mut self, line: &str, replaced: bool) -> bool {
         self.line += 1;
         if self.line < self.start {
             return true;
@@ -325,8 +358,7 @@ impl LineWindow {
             self.done = true;
             return false;
         }
-        let line = String::from_utf8_lossy(raw);
-        if matches!(line, std::borrow::Cow::Owned(_)) && self.note.is_none() {
+        if replaced && self.note.is_none() {
             self.note = Some("invalid UTF-8 replaced with U+FFFD".into());
         }
         if self.text.len() + line.len() > self.budget {
@@ -349,7 +381,7 @@ impl LineWindow {
             }
             return false;
         }
-        self.text.push_str(&line);
+        self.text.push_str(line);
         self.first.get_or_insert(self.line);
         self.last = self.line;
         true

@@ -1,0 +1,74 @@
+//! The stdio transport's byte streams.
+//!
+//! tokio's `stdin()`/`stdout()` do every read and write on the blocking thread pool: two
+//! thread hops per call, which on a small `read` cost more than the call itself. MCP hosts
+//! start a stdio server with pipes (or, from Node, a socket pair), which the reactor can poll
+//! directly, so those are driven without any hop. Anything else (a terminal, a file) keeps
+//! tokio's portable streams.
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// The server's input stream.
+pub type Input = Box<dyn AsyncRead + Send + Unpin>;
+/// The server's output stream.
+pub type Output = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// stdin and stdout as async streams; must be called inside the runtime.
+pub fn streams() -> (Input, Output) {
+    #[cfg(unix)]
+    if let Some((input, output)) = polled::streams() {
+        tracing::debug!("stdio: pipes polled by the reactor");
+        return (Box::new(input), Box::new(output));
+    }
+    (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+}
+
+#[cfg(unix)]
+mod polled {
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+    use rustix::fs::{FileType, fstat};
+    use tokio::net::unix::pipe::{Receiver, Sender};
+
+    /// Whether `fd` is a pipe or socket, and which one (device, inode).
+    fn pollable(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
+        let st = fstat(fd).ok()?;
+        matches!(
+            FileType::from_raw_mode(st.st_mode),
+            FileType::Fifo | FileType::Socket
+        )
+        .then_some((st.st_dev as u64, st.st_ino as u64))
+    }
+
+    pub(super) fn streams() -> Option<(Receiver, Sender)> {
+        let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+        let input = pollable(stdin.as_fd())?;
+        let output = pollable(stdout.as_fd())?;
+        // Non-blocking mode belongs to the open pipe, not to the descriptor: when stderr is
+        // the same pipe as stdout (`2>&1`), blocking log writes would start failing.
+        if pollable(stderr.as_fd()) == Some(output) || input == output {
+            return None;
+        }
+        let input: OwnedFd = stdin.as_fd().try_clone_to_owned().ok()?;
+        let output: OwnedFd = stdout.as_fd().try_clone_to_owned().ok()?;
+        rustix::io::ioctl_fionbio(&input, true).ok()?;
+        if rustix::io::ioctl_fionbio(&output, true).is_err() {
+            // Leave stdin as it was so the portable fallback can still read it.
+            let _ = rustix::io::ioctl_fionbio(&input, false);
+            return None;
+        }
+        match (
+            Receiver::from_owned_fd_unchecked(input),
+            Sender::from_owned_fd_unchecked(output),
+        ) {
+            (Ok(r), Ok(s)) => Some((r, s)),
+            _ => {
+                // Registration failed and the duplicates are closed; undo the mode on the
+                // originals for the fallback.
+                let _ = rustix::io::ioctl_fionbio(stdin.as_fd(), false);
+                let _ = rustix::io::ioctl_fionbio(stdout.as_fd(), false);
+                None
+            }
+        }
+    }
+}
