@@ -1,7 +1,14 @@
 //! gantry against `@modelcontextprotocol/server-filesystem` (npm, pinned), in one run, with the
-//! same client (rmcp over stdio) reading the same files: `read` of 1 KB and 256 KB against its
+//! same client reading the same files over stdio: `read` of 1 KB and 256 KB against its
 //! `read_text_file`. For each: p50/p99 of sequential calls, and calls per second with 8 calls
 //! in flight. Installs the pinned package under `target/bench-tools` with npm when missing.
+//!
+//! Two clients, each used for both servers: rmcp's (what a Rust host runs; it builds the whole
+//! typed result, which costs about as much CPU per call as a fast server, so on 2 cores it caps
+//! the ratio), and a lean wire client (handshake, newline framing, each reply checked for its
+//! id, a result that is not an error and the decoded text's length, without building the
+//! structured tree), which leaves the servers as the bottleneck, the way wrk measures HTTP
+//! servers. Client CPU per call is printed for both.
 //!
 //! `cargo bench -p runtime --bench peers`
 
@@ -13,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
@@ -102,6 +109,7 @@ struct Figures {
     p99: f64,
     rate: f64,
     cpu_per_call_us: f64,
+    client_cpu_per_call_us: f64,
 }
 
 async fn measure(t: &Target, root: &Path, file: &'static str, expect: usize) -> Figures {
@@ -114,6 +122,7 @@ async fn measure(t: &Target, root: &Path, file: &'static str, expect: usize) -> 
     }
     lat.sort();
     let cpu_before = cpu_us(t.pid);
+    let client_before = cpu_us(std::process::id());
     let started = Instant::now();
     let per_worker = CONCURRENT / IN_FLIGHT;
     let mut workers = Vec::new();
@@ -141,7 +150,181 @@ async fn measure(t: &Target, root: &Path, file: &'static str, expect: usize) -> 
         p99: pct(&lat, 0.99),
         rate: calls / started.elapsed().as_secs_f64(),
         cpu_per_call_us: (cpu_us(t.pid) - cpu_before) / calls,
+        client_cpu_per_call_us: (cpu_us(std::process::id()) - client_before) / calls,
     }
+}
+
+/// The lean client: one child process spoken to directly in JSON-RPC lines.
+struct Wire {
+    pid: u32,
+    _child: tokio::process::Child,
+    input: tokio::process::ChildStdin,
+    output: tokio::io::BufReader<tokio::process::ChildStdout>,
+    line: Vec<u8>,
+    next_id: u64,
+}
+
+#[derive(serde::Deserialize)]
+struct WireReply<'a> {
+    id: u64,
+    #[serde(borrow)]
+    result: Option<WireResult<'a>>,
+    error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct WireResult<'a> {
+    #[serde(rename = "isError", default)]
+    is_error: bool,
+    #[serde(borrow)]
+    content: Vec<WireBlock<'a>>,
+    #[serde(rename = "structuredContent")]
+    _structured: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct WireBlock<'a> {
+    #[serde(borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl Wire {
+    async fn start(mut cmd: tokio::process::Command) -> Wire {
+        use tokio::io::AsyncBufReadExt as _;
+        let mut child = cmd
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut w = Wire {
+            pid: child.id().unwrap(),
+            input: child.stdin.take().unwrap(),
+            output: tokio::io::BufReader::with_capacity(1 << 20, child.stdout.take().unwrap()),
+            _child: child,
+            line: Vec::new(),
+            next_id: 1,
+        };
+        w.send(
+            &json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": { "name": "wire-bench", "version": "1" } } }),
+        )
+        .await;
+        w.line.clear();
+        w.output.read_until(b'\n', &mut w.line).await.unwrap();
+        assert!(
+            w.line.starts_with(b"{"),
+            "{}",
+            String::from_utf8_lossy(&w.line)
+        );
+        w.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await;
+        w
+    }
+
+    async fn send(&mut self, message: &Value) {
+        use tokio::io::AsyncWriteExt as _;
+        let mut bytes = serde_json::to_vec(message).unwrap();
+        bytes.push(b'\n');
+        self.input.write_all(&bytes).await.unwrap();
+    }
+
+    async fn request(&mut self, tool: &str, args: &Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": tool, "arguments": args } }))
+            .await;
+        id
+    }
+
+    /// Reads the next reply and checks it; returns its id.
+    async fn reply(&mut self, name: &str, expect: usize) -> u64 {
+        use tokio::io::AsyncBufReadExt as _;
+        loop {
+            self.line.clear();
+            assert!(
+                self.output.read_until(b'\n', &mut self.line).await.unwrap() > 0,
+                "{name}: closed"
+            );
+            // Skip notifications (no id) such as log messages.
+            let Ok(r) = serde_json::from_slice::<WireReply<'_>>(&self.line) else {
+                assert!(
+                    !self.line.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\""),
+                    "{name}: bad reply"
+                );
+                continue;
+            };
+            assert!(r.error.is_none(), "{name}: JSON-RPC error");
+            let result = r.result.expect("a result");
+            assert!(!result.is_error, "{name}: tool error");
+            let text = result
+                .content
+                .first()
+                .and_then(|b| b.text.as_deref())
+                .map_or(0, str::len);
+            assert!(text >= expect, "{name}: short result ({text} bytes)");
+            return r.id;
+        }
+    }
+}
+
+async fn measure_wire(name: &str, mut w: Wire, tool: &str, args: Value, expect: usize) -> Figures {
+    for _ in 0..30 {
+        w.request(tool, &args).await;
+        w.reply(name, expect).await;
+    }
+    let mut lat = Vec::with_capacity(SEQUENTIAL);
+    for _ in 0..SEQUENTIAL {
+        let started = Instant::now();
+        let id = w.request(tool, &args).await;
+        assert_eq!(w.reply(name, expect).await, id);
+        lat.push(started.elapsed());
+    }
+    lat.sort();
+    let cpu_before = cpu_us(w.pid);
+    let client_before = cpu_us(std::process::id());
+    let started = Instant::now();
+    // IN_FLIGHT requests outstanding at all times on the one connection.
+    for _ in 0..IN_FLIGHT {
+        w.request(tool, &args).await;
+    }
+    for i in 0..CONCURRENT {
+        w.reply(name, expect).await;
+        if i + IN_FLIGHT < CONCURRENT {
+            w.request(tool, &args).await;
+        }
+    }
+    let calls = CONCURRENT as f64;
+    Figures {
+        p50: pct(&lat, 0.5),
+        p99: pct(&lat, 0.99),
+        rate: calls / started.elapsed().as_secs_f64(),
+        cpu_per_call_us: (cpu_us(w.pid) - cpu_before) / calls,
+        client_cpu_per_call_us: (cpu_us(std::process::id()) - client_before) / calls,
+    }
+}
+
+fn report(file: &str, client: &str, rows: [(&str, &Figures); 2]) {
+    for (name, f) in rows {
+        println!(
+            "{file:<9} {client:<5} {name:<34} p50 {:>7.3} ms  p99 {:>7.3} ms  {:>7.0} calls/s  CPU/call server {:>5.0} us, client {:>5.0} us",
+            f.p50, f.p99, f.rate, f.cpu_per_call_us, f.client_cpu_per_call_us
+        );
+    }
+    let (ours, theirs) = (rows[0].1, rows[1].1);
+    println!(
+        "{file:<9} {client:<5} ratio: {:.2}x the calls/s, p99 {:.2}x, server CPU per call {:.2}x ({})",
+        ours.rate / theirs.rate,
+        ours.p99 / theirs.p99,
+        ours.cpu_per_call_us / theirs.cpu_per_call_us,
+        if ours.rate >= 3.0 * theirs.rate && ours.p99 < theirs.p99 {
+            "meets the target"
+        } else {
+            "misses the target"
+        }
+    );
 }
 
 fn main() {
@@ -165,7 +348,8 @@ fn main() {
         std::fs::write(root.join("1k.txt"), format!("{}\n", "x".repeat(1023))).unwrap();
         std::fs::write(root.join("256k.txt"), format!("{}\n", "y".repeat(1023)).repeat(256)).unwrap();
 
-        let g = tokio::process::Command::new(env!("CARGO_BIN_EXE_gantry")).configure(|c| {
+        let gantry_cmd = || {
+            let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_gantry"));
             c.args(["serve", "--stdio", "--config"])
                 .arg(tmp.path().join("none.toml"))
                 .arg("--state-dir")
@@ -174,8 +358,14 @@ fn main() {
                 .arg(&root)
                 .env("HOME", &home)
                 .env("GANTRY_LOG", "error");
-        });
-        let (pid, client) = start(g).await;
+            c
+        };
+        let fs_cmd = || {
+            let mut c = tokio::process::Command::new("node");
+            c.arg(&peer).arg(&root).stderr(std::process::Stdio::null());
+            c
+        };
+        let (pid, client) = start(gantry_cmd()).await;
         let gantry = Target {
             name: "gantry read",
             pid,
@@ -183,9 +373,7 @@ fn main() {
             tool: "read",
             args: |_, f| json!({ "paths": [f] }),
         };
-        let mut n = tokio::process::Command::new("node");
-        n.arg(&peer).arg(&root).stderr(std::process::Stdio::null());
-        let (pid, client) = start(n).await;
+        let (pid, client) = start(fs_cmd()).await;
         let fs = Target {
             name: "server-filesystem read_text_file",
             pid,
@@ -194,23 +382,14 @@ fn main() {
             args: |root, f| json!({ "path": root.join(f).display().to_string() }),
         };
 
-        println!("\nsame client (rmcp, stdio), same files; sequential p50/p99 over {SEQUENTIAL} calls, throughput with {IN_FLIGHT} in flight over {CONCURRENT} calls");
+        println!("\nsame client, same files, over stdio; sequential p50/p99 over {SEQUENTIAL} calls, throughput with {IN_FLIGHT} in flight over {CONCURRENT} calls");
         for (file, expect) in [("1k.txt", 1024), ("256k.txt", 256 * 1024)] {
             let ours = measure(&gantry, &root, file, expect).await;
             let theirs = measure(&fs, &root, file, expect).await;
-            for (t, f) in [(&gantry, &ours), (&fs, &theirs)] {
-                println!(
-                    "{file:<9} {:<34} p50 {:>7.3} ms  p99 {:>7.3} ms  {:>7.0} calls/s  server CPU {:>5.0} us/call",
-                    t.name, f.p50, f.p99, f.rate, f.cpu_per_call_us
-                );
-            }
-            println!(
-                "{file:<9} ratio: {:.2}x the calls/s, p99 {:.2}x, server CPU per call {:.2}x ({})",
-                ours.rate / theirs.rate,
-                ours.p99 / theirs.p99,
-                ours.cpu_per_call_us / theirs.cpu_per_call_us,
-                if ours.rate >= 3.0 * theirs.rate && ours.p99 < theirs.p99 { "meets the target" } else { "misses the target" }
-            );
+            report(file, "rmcp", [(gantry.name, &ours), (fs.name, &theirs)]);
+            let ours = measure_wire(gantry.name, Wire::start(gantry_cmd()).await, "read", json!({ "paths": [file] }), expect).await;
+            let theirs = measure_wire(fs.name, Wire::start(fs_cmd()).await, "read_text_file", json!({ "path": root.join(file) }), expect).await;
+            report(file, "wire", [(gantry.name, &ours), (fs.name, &theirs)]);
         }
     });
 }

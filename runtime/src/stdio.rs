@@ -52,6 +52,11 @@ mod polled {
         let input: OwnedFd = stdin.as_fd().try_clone_to_owned().ok()?;
         let output: OwnedFd = stdout.as_fd().try_clone_to_owned().ok()?;
         rustix::io::ioctl_fionbio(&input, true).ok()?;
+        // A big reply (a 256 KB file is over 512 KB of JSON) otherwise crosses a 64 KB pipe
+        // in many write/wake-up rounds. Best effort: a socket or a lower system limit
+        // keeps the default.
+        #[cfg(target_os = "linux")]
+        let _ = rustix::pipe::fcntl_setpipe_size(&output, 1 << 20);
         if rustix::io::ioctl_fionbio(&output, true).is_err() {
             // Leave stdin as it was so the portable fallback can still read it.
             let _ = rustix::io::ioctl_fionbio(&input, false);
