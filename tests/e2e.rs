@@ -4,8 +4,8 @@
 
 mod support;
 
-use serde_json::json;
-use support::{Sandbox, call, declared_fresh_linux_tools, is_error, text};
+use serde_json::{Value, json};
+use support::{Sandbox, call, declared_fresh_linux_tools, gantry, is_error, text};
 
 #[tokio::test]
 async fn stdio_tools_list_is_what_the_surface_declares_for_this_platform() {
@@ -381,4 +381,114 @@ async fn editing_the_config_changes_permissions_live_and_a_broken_config_fails_c
     sb.config("[permissions]\nread = true\n");
     assert!(!is_error(&read().await));
     client.cancel().await.unwrap();
+}
+
+/// Lines a host would send: handshake, then one `read`.
+fn scripted_session(file: &str) -> String {
+    [
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": { "name": "script", "version": "1" } } }),
+        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": { "name": "read", "arguments": { "paths": [file] } } }),
+    ]
+    .iter()
+    .map(|m| format!("{m}\n"))
+    .collect()
+}
+
+/// The reply to request 2 among `stdout`'s lines.
+fn read_reply(stdout: &[u8]) -> Value {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m["id"] == 2)
+        .unwrap_or_else(|| panic!("no reply: {}", String::from_utf8_lossy(stdout)))
+}
+
+#[test]
+fn stdio_works_when_stdin_is_a_file_or_stderr_shares_the_stdout_pipe() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "alpha\n");
+    // stdin a regular file (not pollable): the portable streams serve it, and its end stops
+    // the server.
+    std::fs::write(sb.path("session.jsonl"), scripted_session("a.txt")).unwrap();
+    let out = std::process::Command::new(gantry())
+        .args(["serve", "--stdio"])
+        .args(sb.args())
+        .env("HOME", sb.path("home"))
+        .env("GANTRY_LOG", "error")
+        .stdin(std::fs::File::open(sb.path("session.jsonl")).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reply = read_reply(&out.stdout);
+    assert_eq!(
+        reply["result"]["structuredContent"]["entries"][0]["text"],
+        "alpha\n"
+    );
+
+    // stdout and stderr one pipe (`2>&1`), with logs on: still one JSON message a line, and the
+    // log lines intact beside them.
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("exec \"$0\" \"$@\" 2>&1")
+        .arg(gantry())
+        .args(["serve", "--stdio"])
+        .args(sb.args())
+        .env("HOME", sb.path("home"))
+        .env("GANTRY_LOG", "debug")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(scripted_session("a.txt").as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let reply = read_reply(&out.stdout);
+    assert_eq!(
+        reply["result"]["structuredContent"]["entries"][0]["text"],
+        "alpha\n"
+    );
+    let all = String::from_utf8_lossy(&out.stdout);
+    assert!(all.contains("DEBUG"), "{all}");
+    assert!(!all.contains("pipes polled by the reactor"), "{all}");
+
+    // Plain pipes, what hosts give: polled by the reactor.
+    let mut child = std::process::Command::new(gantry())
+        .args(["serve", "--stdio"])
+        .args(sb.args())
+        .env("HOME", sb.path("home"))
+        .env("GANTRY_LOG", "debug")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(scripted_session("a.txt").as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let reply = read_reply(&out.stdout);
+    assert_eq!(
+        reply["result"]["structuredContent"]["entries"][0]["text"],
+        "alpha\n"
+    );
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("pipes polled by the reactor"), "{log}");
 }
