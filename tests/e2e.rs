@@ -492,3 +492,54 @@ fn stdio_works_when_stdin_is_a_file_or_stderr_shares_the_stdout_pipe() {
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("pipes polled by the reactor"), "{log}");
 }
+
+#[cfg(unix)]
+#[test]
+fn stdio_hands_its_pipes_back_in_blocking_mode() {
+    use std::io::{BufRead as _, Write as _};
+    use std::os::fd::OwnedFd;
+
+    use rustix::fs::{OFlags, fcntl_getfl};
+
+    let sb = Sandbox::new();
+    sb.write("a.txt", "alpha\n");
+    let cloexec = rustix::pipe::PipeFlags::CLOEXEC;
+    let (in_r, in_w) = rustix::pipe::pipe_with(cloexec).unwrap();
+    let (out_r, out_w) = rustix::pipe::pipe_with(cloexec).unwrap();
+    // Duplicates share the open pipes (and so their mode) with the child's stdin and stdout,
+    // the way a parent shell keeps using a pipe after gantry exits.
+    let (kept_in, kept_out): (OwnedFd, OwnedFd) =
+        (in_r.try_clone().unwrap(), out_w.try_clone().unwrap());
+    let child = std::process::Command::new(gantry())
+        .args(["serve", "--stdio"])
+        .args(sb.args())
+        .env("HOME", sb.path("home"))
+        .env("GANTRY_LOG", "debug")
+        .stdin(std::process::Stdio::from(in_r))
+        .stdout(std::process::Stdio::from(out_w))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::fs::File::from(in_w)
+        .write_all(scripted_session("a.txt").as_bytes())
+        .unwrap();
+    let mut lines = std::io::BufReader::new(std::fs::File::from(out_r)).lines();
+    let reply = loop {
+        let line = lines.next().expect("a reply").unwrap();
+        let m: Value = serde_json::from_str(&line).unwrap();
+        if m["id"] == 2 {
+            break m;
+        }
+    };
+    assert_eq!(
+        reply["result"]["structuredContent"]["entries"][0]["text"],
+        "alpha\n"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("pipes polled by the reactor"), "{log}");
+    for fd in [&kept_in, &kept_out] {
+        assert!(!fcntl_getfl(fd).unwrap().contains(OFlags::NONBLOCK));
+    }
+}

@@ -177,6 +177,10 @@ fn main() -> ExitCode {
             });
             // Whatever ended the serving (stdin closed, SIGTERM, SIGINT), no command outlives it.
             app.shutdown();
+            // Tasks still holding the stdio pipes end with the runtime; only then is it safe to
+            // hand the pipes back in blocking mode.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+            runtime::stdio::restore_blocking();
             match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&[e]),

@@ -13,7 +13,8 @@ pub type Input = Box<dyn AsyncRead + Send + Unpin>;
 /// The server's output stream.
 pub type Output = Box<dyn AsyncWrite + Send + Unpin>;
 
-/// stdin and stdout as async streams; must be called inside the runtime.
+/// stdin and stdout as async streams; must be called inside the runtime. Call
+/// [`restore_blocking`] once serving ends.
 pub fn streams() -> (Input, Output) {
     #[cfg(unix)]
     if let Some((input, output)) = polled::streams() {
@@ -23,9 +24,18 @@ pub fn streams() -> (Input, Output) {
     (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
 }
 
+/// Puts stdin and stdout back in blocking mode if [`streams`] changed them: the mode belongs to
+/// the open pipe, which the process that started gantry may go on using (`(gantry ...; echo
+/// done) | cat`).
+pub fn restore_blocking() {
+    #[cfg(unix)]
+    polled::restore();
+}
+
 #[cfg(unix)]
 mod polled {
     use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     use rustix::fs::{FileType, fstat};
     use tokio::net::unix::pipe::{Receiver, Sender};
@@ -38,6 +48,16 @@ mod polled {
             FileType::Fifo | FileType::Socket
         )
         .then_some((st.st_dev as u64, st.st_ino as u64))
+    }
+
+    /// Whether stdin and stdout were put in non-blocking mode.
+    static CHANGED: AtomicBool = AtomicBool::new(false);
+
+    pub(super) fn restore() {
+        if CHANGED.swap(false, Ordering::SeqCst) {
+            let _ = rustix::io::ioctl_fionbio(std::io::stdin().as_fd(), false);
+            let _ = rustix::io::ioctl_fionbio(std::io::stdout().as_fd(), false);
+        }
     }
 
     pub(super) fn streams() -> Option<(Receiver, Sender)> {
@@ -66,7 +86,10 @@ mod polled {
             Receiver::from_owned_fd_unchecked(input),
             Sender::from_owned_fd_unchecked(output),
         ) {
-            (Ok(r), Ok(s)) => Some((r, s)),
+            (Ok(r), Ok(s)) => {
+                CHANGED.store(true, Ordering::SeqCst);
+                Some((r, s))
+            }
             _ => {
                 // Registration failed and the duplicates are closed; undo the mode on the
                 // originals for the fallback.
