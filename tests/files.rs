@@ -455,3 +455,26 @@ async fn find_withholds_results_a_policy_forbids() {
     assert_eq!(s["note"], "1 result(s) withheld by policy");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_text_block_names_empty_files_and_ranges_past_the_end() {
+    let sb = Sandbox::new();
+    sb.write("empty.txt", "");
+    sb.write("three.txt", "1\n2\n3\n");
+    let client = sb.stdio(&[]).await;
+    let r = call(
+        &client,
+        "read",
+        json!({ "paths": ["empty.txt"], "ranges": [{ "path": "three.txt", "start_line": 9 }] }),
+    )
+    .await;
+    let s = structured(&r);
+    assert_eq!(s["entries"][0]["total_lines"], 0);
+    assert_eq!(s["entries"][1]["text"], "");
+    assert_eq!(s["entries"][1]["total_lines"], 3);
+    assert_eq!(
+        text(&r),
+        "==> empty.txt (empty) <==\n==> three.txt (no line 9: 3 lines) <==\n"
+    );
+    client.cancel().await.unwrap();
+}

@@ -350,6 +350,10 @@ fn render(output: &ReadOutput) -> String {
     for e in &output.entries {
         let _ = match e.kind {
             ReadEntryKind::Text => match (e.start_line, e.end_line, e.total_lines) {
+                (_, _, Some(0)) => writeln!(out, "==> {} (empty) <==", e.path),
+                (Some(s), Some(l), Some(t)) if l < s => {
+                    writeln!(out, "==> {} (no line {s}: {t} lines) <==", e.path)
+                }
                 (Some(s), Some(l), Some(t)) => {
                     writeln!(out, "==> {} (lines {s}-{l} of {t}) <==", e.path)
                 }
