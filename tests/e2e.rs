@@ -496,7 +496,7 @@ fn stdio_works_when_stdin_is_a_file_or_stderr_shares_the_stdout_pipe() {
 #[cfg(unix)]
 #[test]
 fn stdio_hands_its_pipes_back_in_blocking_mode() {
-    use std::io::{BufRead as _, Write as _};
+    use std::io::Write as _;
     use std::os::fd::OwnedFd;
 
     use rustix::fs::{OFlags, fcntl_getfl};
@@ -514,7 +514,7 @@ fn stdio_hands_its_pipes_back_in_blocking_mode() {
         .args(["serve", "--stdio"])
         .args(sb.args())
         .env("HOME", sb.path("home"))
-        .env("GANTRY_LOG", "debug")
+        .env("GANTRY_LOG", "runtime=debug")
         .stdin(std::process::Stdio::from(in_r))
         .stdout(std::process::Stdio::from(out_w))
         .stderr(std::process::Stdio::piped())
@@ -523,18 +523,8 @@ fn stdio_hands_its_pipes_back_in_blocking_mode() {
     std::fs::File::from(in_w)
         .write_all(scripted_session("a.txt").as_bytes())
         .unwrap();
-    let mut lines = std::io::BufReader::new(std::fs::File::from(out_r)).lines();
-    let reply = loop {
-        let line = lines.next().expect("a reply").unwrap();
-        let m: Value = serde_json::from_str(&line).unwrap();
-        if m["id"] == 2 {
-            break m;
-        }
-    };
-    assert_eq!(
-        reply["result"]["structuredContent"]["entries"][0]["text"],
-        "alpha\n"
-    );
+    // stdin is at its end, so gantry exits; waiting drains stderr meanwhile, and the reply
+    // waits in the stdout pipe.
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let log = String::from_utf8_lossy(&out.stderr);
@@ -542,4 +532,12 @@ fn stdio_hands_its_pipes_back_in_blocking_mode() {
     for fd in [&kept_in, &kept_out] {
         assert!(!fcntl_getfl(fd).unwrap().contains(OFlags::NONBLOCK));
     }
+    drop((kept_in, kept_out));
+    let mut stdout = Vec::new();
+    std::io::Read::read_to_end(&mut std::fs::File::from(out_r), &mut stdout).unwrap();
+    let reply = read_reply(&stdout);
+    assert_eq!(
+        reply["result"]["structuredContent"]["entries"][0]["text"],
+        "alpha\n"
+    );
 }

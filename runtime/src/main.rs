@@ -151,6 +151,9 @@ fn main() -> ExitCode {
                 Ok(a) => Arc::new(a),
                 Err(e) => return fail(&e),
             };
+            // Declared before the runtime, so dropped after it (tasks holding the pipes are
+            // gone by then), even when a panic unwinds out of serving.
+            let restore = runtime::stdio::RestoreOnDrop;
             // Multi-threaded for stdio too: one client still pipelines calls, and encoding a big
             // reply on one worker while the next call runs on another beat a single thread
             // (peer bench: 1.9x the calls/s for 256 KB reads, same sequential latency).
@@ -180,7 +183,7 @@ fn main() -> ExitCode {
             // Tasks still holding the stdio pipes end with the runtime; only then is it safe to
             // hand the pipes back in blocking mode.
             runtime.shutdown_timeout(std::time::Duration::from_millis(500));
-            runtime::stdio::restore_blocking();
+            drop(restore);
             match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&[e]),

@@ -32,6 +32,17 @@ pub fn restore_blocking() {
     polled::restore();
 }
 
+/// Calls [`restore_blocking`] when dropped, so a panic unwinding out of serving restores the
+/// pipes too.
+#[derive(Debug)]
+pub struct RestoreOnDrop;
+
+impl Drop for RestoreOnDrop {
+    fn drop(&mut self) {
+        restore_blocking();
+    }
+}
+
 #[cfg(unix)]
 mod polled {
     use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -50,14 +61,26 @@ mod polled {
         .then_some((st.st_dev as u64, st.st_ino as u64))
     }
 
-    /// Whether stdin and stdout were put in non-blocking mode.
-    static CHANGED: AtomicBool = AtomicBool::new(false);
+    /// Whether stdin and stdout were put in non-blocking mode by us (a pipe handed over
+    /// already non-blocking is left as it came).
+    static CHANGED_IN: AtomicBool = AtomicBool::new(false);
+    static CHANGED_OUT: AtomicBool = AtomicBool::new(false);
 
     pub(super) fn restore() {
-        if CHANGED.swap(false, Ordering::SeqCst) {
+        if CHANGED_IN.swap(false, Ordering::SeqCst) {
             let _ = rustix::io::ioctl_fionbio(std::io::stdin().as_fd(), false);
+        }
+        if CHANGED_OUT.swap(false, Ordering::SeqCst) {
             let _ = rustix::io::ioctl_fionbio(std::io::stdout().as_fd(), false);
         }
+    }
+
+    fn non_blocking(fd: BorrowedFd<'_>) -> Option<bool> {
+        Some(
+            rustix::fs::fcntl_getfl(fd)
+                .ok()?
+                .contains(rustix::fs::OFlags::NONBLOCK),
+        )
     }
 
     pub(super) fn streams() -> Option<(Receiver, Sender)> {
@@ -66,20 +89,25 @@ mod polled {
         let output = pollable(stdout.as_fd())?;
         // Non-blocking mode belongs to the open pipe, not to the descriptor: when stderr is
         // the same pipe as stdout (`2>&1`), blocking log writes would start failing.
-        if pollable(stderr.as_fd()) == Some(output) || input == output {
+        let err = pollable(stderr.as_fd());
+        if err == Some(output) || err == Some(input) || input == output {
             return None;
         }
+        let was_in = non_blocking(stdin.as_fd())?;
+        let was_out = non_blocking(stdout.as_fd())?;
         let input: OwnedFd = stdin.as_fd().try_clone_to_owned().ok()?;
         let output: OwnedFd = stdout.as_fd().try_clone_to_owned().ok()?;
         rustix::io::ioctl_fionbio(&input, true).ok()?;
         // A big reply (a 256 KB file is over 512 KB of JSON) otherwise crosses a 64 KB pipe
-        // in many write/wake-up rounds. Best effort: a socket or a lower system limit
-        // keeps the default.
+        // in many write/wake-up rounds. Best effort, and only ever growing the pipe: a socket
+        // or a lower system limit keeps what it has.
         #[cfg(target_os = "linux")]
-        let _ = rustix::pipe::fcntl_setpipe_size(&output, 1 << 20);
+        if rustix::pipe::fcntl_getpipe_size(&output).is_ok_and(|n| n < 1 << 20) {
+            let _ = rustix::pipe::fcntl_setpipe_size(&output, 1 << 20);
+        }
         if rustix::io::ioctl_fionbio(&output, true).is_err() {
             // Leave stdin as it was so the portable fallback can still read it.
-            let _ = rustix::io::ioctl_fionbio(&input, false);
+            let _ = rustix::io::ioctl_fionbio(&input, was_in);
             return None;
         }
         match (
@@ -87,14 +115,15 @@ mod polled {
             Sender::from_owned_fd_unchecked(output),
         ) {
             (Ok(r), Ok(s)) => {
-                CHANGED.store(true, Ordering::SeqCst);
+                CHANGED_IN.store(!was_in, Ordering::SeqCst);
+                CHANGED_OUT.store(!was_out, Ordering::SeqCst);
                 Some((r, s))
             }
             _ => {
                 // Registration failed and the duplicates are closed; undo the mode on the
                 // originals for the fallback.
-                let _ = rustix::io::ioctl_fionbio(stdin.as_fd(), false);
-                let _ = rustix::io::ioctl_fionbio(stdout.as_fd(), false);
+                let _ = rustix::io::ioctl_fionbio(stdin.as_fd(), was_in);
+                let _ = rustix::io::ioctl_fionbio(stdout.as_fd(), was_out);
                 None
             }
         }

@@ -37,7 +37,10 @@ fn processes_with(marker: &str) -> Vec<(String, String)> {
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
             let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            // A process that exited between the two reads is not counted.
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
             // After the command name: state, ppid, pgrp.
             let fields: Vec<&str> = stat
                 .rfind(')')
@@ -45,6 +48,9 @@ fn processes_with(marker: &str) -> Vec<(String, String)> {
                 .unwrap_or("")
                 .split(' ')
                 .collect();
+            if fields.len() < 3 {
+                continue;
+            }
             let zombie = fields.first() == Some(&"Z");
             if cmd.contains(marker) && !zombie {
                 out.push((fields.get(2).unwrap_or(&"").to_string(), cmd));
