@@ -398,6 +398,15 @@ fn scripted_session(file: &str) -> String {
     .collect()
 }
 
+/// Writes `session` to the child's stdin, closes it, and waits for the child's output.
+fn feed(mut child: std::process::Child, session: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(session.as_bytes()).unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
 /// The reply to request 2 among `stdout`'s lines.
 fn read_reply(stdout: &[u8]) -> Value {
     String::from_utf8_lossy(stdout)
@@ -435,7 +444,7 @@ fn stdio_works_when_stdin_is_a_file_or_stderr_shares_the_stdout_pipe() {
 
     // stdout and stderr one pipe (`2>&1`), with logs on: still one JSON message a line, and the
     // log lines intact beside them.
-    let mut child = std::process::Command::new("sh")
+    let child = std::process::Command::new("sh")
         .arg("-c")
         .arg("exec \"$0\" \"$@\" 2>&1")
         .arg(gantry())
@@ -447,14 +456,7 @@ fn stdio_works_when_stdin_is_a_file_or_stderr_shares_the_stdout_pipe() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin
-            .write_all(scripted_session("a.txt").as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = feed(child, &scripted_session("a.txt"));
     assert!(out.status.success());
     let reply = read_reply(&out.stdout);
     assert_eq!(
@@ -466,7 +468,7 @@ fn stdio_works_when_stdin_is_a_file_or_stderr_shares_the_stdout_pipe() {
     assert!(!all.contains("pipes polled by the reactor"), "{all}");
 
     // Plain pipes, what hosts give: polled by the reactor.
-    let mut child = std::process::Command::new(gantry())
+    let child = std::process::Command::new(gantry())
         .args(["serve", "--stdio"])
         .args(sb.args())
         .env("HOME", sb.path("home"))
@@ -476,14 +478,7 @@ fn stdio_works_when_stdin_is_a_file_or_stderr_shares_the_stdout_pipe() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin
-            .write_all(scripted_session("a.txt").as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = feed(child, &scripted_session("a.txt"));
     let reply = read_reply(&out.stdout);
     assert_eq!(
         reply["result"]["structuredContent"]["entries"][0]["text"],
