@@ -1,18 +1,14 @@
 //! `apply_patch` end to end: Codex's own scenarios (from ../shared/conformance), the
 //! all-or-nothing preflight, per-operation permissions, and what a failed match reports.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::support::{Sandbox, call, is_error, text};
 use serde_json::json;
-use support::{Sandbox, call, is_error, text};
 
 fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/apply_patch/scenarios")
+    crate::support::workspace("../shared/conformance/apply_patch/scenarios")
 }
 
 /// Regular files under `dir`, relative path → bytes.
@@ -291,14 +287,14 @@ async fn symlinks_cannot_carry_a_write_outside() {
 #[cfg(unix)]
 #[test]
 fn a_directory_swapped_for_a_symlink_after_the_check_cannot_redirect_the_write() {
-    use runtime::ops::{fs, path_policy::Roots};
+    use gantry::ops::{fs, path_policy::Roots};
     use std::sync::Arc;
 
     let sb = Sandbox::new();
     std::fs::create_dir_all(sb.root().join("sub")).unwrap();
     std::fs::create_dir_all(sb.path("outside")).unwrap();
     let roots = Roots::new(&[sb.root()]).unwrap();
-    let engine = Arc::new(runtime::policy_set::load(None).unwrap());
+    let engine = Arc::new(gantry::policy_set::load(None).unwrap());
     let snapshot = authz::Snapshot {
         platform: "linux",
         read_only: false,

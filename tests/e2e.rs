@@ -1,11 +1,7 @@
 //! End to end: the real `gantry` binary, a real MCP client (rmcp's), over stdio and HTTP.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
+use crate::support::{Sandbox, call, declared_fresh_linux_tools, gantry, is_error, text};
 use serde_json::{Value, json};
-use support::{Sandbox, call, declared_fresh_linux_tools, gantry, is_error, text};
 
 #[tokio::test]
 async fn stdio_tools_list_is_what_the_surface_declares_for_this_platform() {
@@ -509,7 +505,7 @@ fn stdio_hands_its_pipes_back_in_blocking_mode() {
         .args(["serve", "--stdio"])
         .args(sb.args())
         .env("HOME", sb.path("home"))
-        .env("GANTRY_LOG", "runtime=debug")
+        .env("GANTRY_LOG", "gantry=debug")
         .stdin(std::process::Stdio::from(in_r))
         .stdout(std::process::Stdio::from(out_w))
         .stderr(std::process::Stdio::piped())

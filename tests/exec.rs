@@ -1,15 +1,10 @@
 //! `exec_command` and `write_stdin` end to end: real PTYs, a real MCP client, and after every
 //! scenario a look at /proc to prove no process was left behind.
 
-#![cfg(unix)]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::{Sandbox, call, is_error, text};
 use serde_json::{Value, json};
-use support::{Sandbox, call, is_error, text};
 
 fn structured(result: &rmcp::model::CallToolResult) -> Value {
     result.structured_content.clone().unwrap_or(Value::Null)
@@ -378,7 +373,7 @@ async fn the_desktop_session_stays_out_of_reach_without_desktop_permissions() {
     let args = sb.args();
     let transport =
         rmcp::transport::TokioChildProcess::new(rmcp::transport::ConfigureCommandExt::configure(
-            tokio::process::Command::new(support::gantry()),
+            tokio::process::Command::new(crate::support::gantry()),
             |cmd| {
                 cmd.arg("serve")
                     .arg("--stdio")

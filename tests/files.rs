@@ -1,12 +1,8 @@
 //! `read`, `view_image` and `find` end to end, through a real MCP client over stdio.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
+use crate::support::{Sandbox, call, is_error, text};
 use base64::Engine as _;
 use serde_json::{Value, json};
-use support::{Sandbox, call, is_error, text};
 
 fn structured(result: &rmcp::model::CallToolResult) -> Value {
     result.structured_content.clone().unwrap_or(Value::Null)
@@ -436,9 +432,7 @@ async fn find_withholds_results_a_policy_forbids() {
     sb.write("secret/key.txt", "token\n");
     let dir = sb.path("policies");
     std::fs::create_dir_all(&dir).unwrap();
-    for e in std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies"))
-        .unwrap()
-    {
+    for e in std::fs::read_dir(crate::support::workspace("policies")).unwrap() {
         let e = e.unwrap();
         std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
     }

@@ -1,14 +1,10 @@
 //! The HTTP boundary: every bad request gets a clean, bounded answer, and the server stays
 //! healthy; secrets can be rotated live; client setups carry the real URL.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{Sandbox, call, gantry, is_error, text};
 use serde_json::{Value, json};
-use support::{Sandbox, call, gantry, is_error, text};
 
 fn rpc(method: &str, params: Value) -> String {
     json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string()
@@ -33,7 +29,7 @@ fn read_call() -> String {
     )
 }
 
-async fn healthy(http: &reqwest::Client, server: &support::HttpServer) {
+async fn healthy(http: &reqwest::Client, server: &crate::support::HttpServer) {
     assert_eq!(
         http.get(format!("{}/healthz", server.base()))
             .send()

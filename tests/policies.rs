@@ -1,17 +1,13 @@
 //! The policy set: strict validation of the shipped policies, and a temp copy whose edit
 //! changes decisions of a running server.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::path::Path;
 
+use crate::support::{Sandbox, call, gantry};
 use serde_json::json;
-use support::{Sandbox, call, gantry};
 
 fn policies_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies")
+    crate::support::workspace("policies")
 }
 
 fn copy_policies(to: &Path) {
@@ -24,7 +20,7 @@ fn copy_policies(to: &Path) {
 
 #[test]
 fn the_shipped_policies_validate_strictly_and_every_one_has_a_unique_id() {
-    let engine = runtime::policy_set::load(Some(&policies_dir()))
+    let engine = gantry::policy_set::load(Some(&policies_dir()))
         .unwrap_or_else(|e| panic!("{}", e.join("\n")));
     let ids = engine.policy_ids();
     assert!(ids.contains(&"connector.core".to_string()), "{ids:?}");
@@ -154,8 +150,7 @@ fn check_reports_every_problem_at_once() {
         .args(sb.args())
         .args([
             "--surface",
-            &Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../surface.toml")
+            &crate::support::workspace("surface.toml")
                 .display()
                 .to_string(),
         ])

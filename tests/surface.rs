@@ -1,17 +1,15 @@
 //! The published surface: snapshots of every schema and tools/list, discovery budgets, and
 //! parity between the served schemas and what the decoders accept.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 
+use gantry::permissions::PermissionState;
 use rmcp::model::ListToolsResult;
-use runtime::permissions::PermissionState;
 use serde_json::Value;
 use tool_api::Platform;
 
 fn listing(connector: &str, state: &PermissionState) -> ListToolsResult {
-    let served = runtime::app::served_tools().unwrap();
+    let served = gantry::app::served_tools().unwrap();
     let published: Vec<&str> = state.published(connector).map(|t| t.name).collect();
     ListToolsResult::with_all_items(
         served
@@ -31,7 +29,7 @@ fn all_on() -> BTreeMap<&'static str, bool> {
 
 #[test]
 fn every_served_schema_is_snapshotted() {
-    for t in runtime::app::served_tools().unwrap() {
+    for t in gantry::app::served_tools().unwrap() {
         insta::assert_json_snapshot!(format!("schema_{}_input", t.spec.name), t.tool.input_schema);
         if let Some(out) = &t.tool.output_schema {
             insta::assert_json_snapshot!(format!("schema_{}_output", t.spec.name), out);
@@ -156,7 +154,7 @@ fn served_input_schemas_equal_what_the_argument_types_derive() {
 
 #[test]
 fn names_and_shapes_follow_chatgpt_rules() {
-    for t in runtime::app::served_tools().unwrap() {
+    for t in gantry::app::served_tools().unwrap() {
         let name = t.tool.name.to_string();
         assert!(
             name.len() <= 64

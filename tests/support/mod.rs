@@ -1,7 +1,7 @@
 //! Starting a real `gantry` for a test: temp state dir, temp config, temp root, nothing from
 //! the real home directory.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +13,13 @@ use rmcp::service::RunningService;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
+
+/// A path in the workspace (this crate lives at `runtime/server`).
+pub fn workspace(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
+}
 
 /// The binary under test.
 pub fn gantry() -> &'static str {
@@ -186,9 +193,7 @@ pub fn is_error(result: &CallToolResult) -> bool {
 /// The declared tools of `connector` on Linux with a fresh config, computed from surface.toml
 /// itself (not from the runtime's publication logic).
 pub fn declared_fresh_linux_tools(connector: &str) -> Vec<String> {
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../surface.toml"))
-            .unwrap();
+    let text = std::fs::read_to_string(workspace("surface.toml")).unwrap();
     let surface = codegen::Surface::parse("surface.toml", &text).unwrap();
     let linux = codegen::Platform::Linux;
     let on = |p: &str| {

@@ -1,4 +1,4 @@
-//! Embeds the built-in policy set (`../policies/*.cedar`) so a released binary carries the
+//! Embeds the built-in policy set (`policies/*.cedar` at the workspace root) so a released binary carries the
 //! policies it was tested with; `--policies DIR` replaces them at run time.
 
 use std::fmt::Write as _;
@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 fn main() {
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default())
-        .join("../policies");
+        .join("../../policies");
     println!("cargo::rerun-if-changed={}", dir.display());
     let mut names: Vec<String> = match std::fs::read_dir(&dir) {
         Ok(entries) => entries

@@ -40,7 +40,7 @@ fn main() -> ExitCode {
         eprintln!("gantry-conformance: {}: {e}", state_dir.display());
         return ExitCode::from(2);
     }
-    let options = runtime::http::HttpOptions {
+    let options = gantry::http::HttpOptions {
         host: "127.0.0.1".into(),
         port,
         state_dir,
@@ -64,7 +64,7 @@ fn main() -> ExitCode {
             let _ = tokio::signal::ctrl_c().await;
             stop.cancel();
         });
-        runtime::http::serve(
+        gantry::http::serve(
             app,
             conformance::CONNECTORS.iter().collect(),
             options,

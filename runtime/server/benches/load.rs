@@ -3,7 +3,7 @@
 //! p50/p99 latency and calls per second. Baseline from the same run: the same 10 000 calls
 //! made by one client, one at a time.
 //!
-//! `cargo bench -p runtime --bench load`
+//! `cargo bench -p gantry --bench load`
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 

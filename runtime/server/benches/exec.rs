@@ -3,7 +3,7 @@
 //! shell, same command, read to EOF, wait), measured in the same run. Then the server's
 //! resident memory with 64 live sessions, against the same server idle.
 //!
-//! `cargo bench -p runtime --bench exec`
+//! `cargo bench -p gantry --bench exec`
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 

@@ -8,7 +8,7 @@
 //! - `apply_patch` of 100 hunks to a 50 000-line file, against parsing and applying the same
 //!   patch in memory.
 //!
-//! `cargo bench -p runtime --bench files` (set `GANTRY_BENCH_TREE=DIR` to reuse a tree).
+//! `cargo bench -p gantry --bench files` (set `GANTRY_BENCH_TREE=DIR` to reuse a tree).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 

@@ -10,9 +10,9 @@ pub use surface::*;
 use std::sync::Arc;
 
 use authz::{Engine, Facts, PolicyFile, Snapshot};
-use runtime::app::ServedTool;
-use runtime::audit::Audit;
-use runtime::server::Served;
+use gantry::app::ServedTool;
+use gantry::audit::Audit;
+use gantry::server::Served;
 use tool_api::{CallContext, Content, Encoded, ErrorCode, JsonObject, NoOutput, Reply, ToolError};
 
 /// A 1x1 red PNG.
@@ -135,7 +135,7 @@ impl FixtureApp {
         };
         let facts = engine.facts(&snapshot).map_err(|d| d.to_string())?;
         Ok(FixtureApp {
-            tools: runtime::app::served_tools_of(TOOLS)?,
+            tools: gantry::app::served_tools_of(TOOLS)?,
             engine: Arc::new(engine),
             facts,
             handlers: Handlers {

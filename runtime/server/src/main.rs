@@ -4,9 +4,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser as _;
-use runtime::app::App;
-use runtime::cli::{Cli, Command, TokenCommand};
-use runtime::config::Settings;
+use gantry::app::App;
+use gantry::cli::{Cli, Command, TokenCommand};
+use gantry::config::Settings;
 use tokio_util::sync::CancellationToken;
 
 fn init_logging() {
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
         Command::Check(args) => {
             let settings = Settings::resolve(&args.common)
                 .map_err(|e| e.iter().map(ToString::to_string).collect());
-            let (problems, summary) = runtime::check::run(
+            let (problems, summary) = gantry::check::run(
                 settings,
                 args.common.policies.as_deref(),
                 args.surface.as_deref(),
@@ -84,10 +84,10 @@ fn main() -> ExitCode {
                 Err(e) => return fail(&e.iter().map(ToString::to_string).collect::<Vec<_>>()),
             };
             let names: Vec<&'static str> = generated::CONNECTORS.iter().map(|c| c.name).collect();
-            let rotated = runtime::state_dir::ensure(&settings.state_dir)
+            let rotated = gantry::state_dir::ensure(&settings.state_dir)
                 .map_err(|e| e.to_string())
                 .and_then(|()| {
-                    runtime::state_dir::Tokens::rotate(
+                    gantry::state_dir::Tokens::rotate(
                         &settings.state_dir,
                         &names,
                         connector.as_deref(),
@@ -98,7 +98,7 @@ fn main() -> ExitCode {
                     for c in list {
                         println!(
                             "{c}: new secret in {}; the old URL stops working now",
-                            runtime::state_dir::tokens_path(&settings.state_dir).display()
+                            gantry::state_dir::tokens_path(&settings.state_dir).display()
                         );
                     }
                     ExitCode::SUCCESS
@@ -119,10 +119,10 @@ fn main() -> ExitCode {
                     names.join(", ")
                 )]);
             }
-            let tokens = match runtime::state_dir::ensure(&settings.state_dir)
+            let tokens = match gantry::state_dir::ensure(&settings.state_dir)
                 .map_err(|e| e.to_string())
                 .and_then(|()| {
-                    runtime::state_dir::Tokens::load_or_create(&settings.state_dir, &names)
+                    gantry::state_dir::Tokens::load_or_create(&settings.state_dir, &names)
                 }) {
                 Ok(t) => t,
                 Err(e) => return fail(&[e]),
@@ -131,7 +131,7 @@ fn main() -> ExitCode {
             let token = tokens.get(&args.connector).unwrap_or_default();
             print!(
                 "{}",
-                runtime::client_setup::render(
+                gantry::client_setup::render(
                     args.client,
                     &settings,
                     &args.connector,
@@ -153,7 +153,7 @@ fn main() -> ExitCode {
             };
             // Declared before the runtime, so dropped after it (tasks holding the pipes are
             // gone by then), even when a panic unwinds out of serving.
-            let restore = runtime::stdio::RestoreOnDrop;
+            let restore = gantry::stdio::RestoreOnDrop;
             // Multi-threaded for stdio too: one client still pipelines calls, and encoding a big
             // reply on one worker while the next call runs on another beat a single thread
             // (peer bench: 1.9x the calls/s for 256 KB reads, same sequential latency).
@@ -170,12 +170,12 @@ fn main() -> ExitCode {
                 let connectors: Vec<_> = served.connectors().collect();
                 if args.stdio {
                     tokio::select! {
-                        r = runtime::http::serve_stdio(served.clone(), &connectors, &args.connector) => r,
+                        r = gantry::http::serve_stdio(served.clone(), &connectors, &args.connector) => r,
                         () = token.cancelled() => Ok(()),
                     }
                 } else {
-                    let options = runtime::http::HttpOptions::from(&served.settings);
-                    runtime::http::serve(served.clone(), connectors, options, token).await
+                    let options = gantry::http::HttpOptions::from(&served.settings);
+                    gantry::http::serve(served.clone(), connectors, options, token).await
                 }
             });
             // Whatever ended the serving (stdin closed, SIGTERM, SIGINT), no command outlives it.

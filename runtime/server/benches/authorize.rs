@@ -1,7 +1,7 @@
 //! One Cedar decision, and the whole dispatch path (decode → authorize → no-op handler →
 //! encode), with the shipped schema and policies.
 //!
-//! `cargo bench -p runtime --bench authorize`
+//! `cargo bench -p gantry --bench authorize`
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use gantry::permissions::PermissionState;
 use generated::core::{
     ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs, ExecCommandOutput, FindArgs,
     FindOutput, ReadArgs, ReadOutput, ViewImageArgs, ViewImageOutput, WriteStdinArgs,
     WriteStdinOutput, actions,
 };
-use runtime::permissions::PermissionState;
 use tool_api::{Authorized, CallContext, Platform, Reply, ToolError};
 
 /// Answers `read` with an empty result at once; the other tools are not measured here.
@@ -86,7 +86,7 @@ fn ready<F: std::future::Future>(f: F) -> F::Output {
 }
 
 fn benches(c: &mut Criterion) {
-    let engine = Arc::new(runtime::policy_set::load(None).unwrap());
+    let engine = Arc::new(gantry::policy_set::load(None).unwrap());
     let stored: BTreeMap<&'static str, bool> = generated::PERMISSIONS
         .iter()
         .map(|p| (p.name, true))

@@ -10,7 +10,7 @@
 //! structured tree), which leaves the servers as the bottleneck, the way wrk measures HTTP
 //! servers. Client CPU per call is printed for both.
 //!
-//! `cargo bench -p runtime --bench peers`
+//! `cargo bench -p gantry --bench peers`
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -31,7 +31,7 @@ const CONCURRENT: usize = 2000;
 const IN_FLIGHT: usize = 8;
 
 fn install_peer() -> Option<PathBuf> {
-    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-tools");
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-tools");
     let entry = tools.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
     if !entry.exists() {
         std::fs::create_dir_all(&tools).ok()?;

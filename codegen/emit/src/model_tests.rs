@@ -1,6 +1,6 @@
 use super::*;
 
-const SURFACE: &str = include_str!("../../surface.toml");
+const SURFACE: &str = include_str!("../../../surface.toml");
 
 fn errors(text: &str) -> Vec<String> {
     match Surface::parse("s.toml", text) {

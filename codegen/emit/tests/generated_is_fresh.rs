@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 #[test]
 fn generated_is_fresh() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let text = std::fs::read_to_string(root.join("surface.toml"))
         .unwrap_or_else(|e| panic!("surface.toml: {e}"));
     let files = codegen::generate("surface.toml", &text).unwrap_or_else(|e| panic!("{e}"));
@@ -26,7 +26,7 @@ fn generated_is_fresh() {
 /// The conformance fixture surface is a second generated crate, held to the same rule.
 #[test]
 fn conformance_is_fresh() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../conformance");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance");
     let text = std::fs::read_to_string(root.join("surface.toml")).unwrap_or_else(|e| panic!("{e}"));
     let files = codegen::generate("surface.toml", &text).unwrap_or_else(|e| panic!("{e}"));
     if let codegen::Staleness::Stale { report } =
@@ -40,7 +40,7 @@ fn conformance_is_fresh() {
 
 #[test]
 fn generation_is_deterministic() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let text = std::fs::read_to_string(root.join("surface.toml")).unwrap_or_else(|e| panic!("{e}"));
     let a = codegen::generate("surface.toml", &text).unwrap_or_else(|e| panic!("{e}"));
     let b = codegen::generate("surface.toml", &text).unwrap_or_else(|e| panic!("{e}"));
@@ -49,7 +49,7 @@ fn generation_is_deterministic() {
 
 #[test]
 fn a_stale_copy_is_reported_with_a_diff_and_extra_files() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let text = std::fs::read_to_string(root.join("surface.toml")).unwrap_or_else(|e| panic!("{e}"));
     let files = codegen::generate("surface.toml", &text).unwrap_or_else(|e| panic!("{e}"));
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
