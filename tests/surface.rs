@@ -1,5 +1,6 @@
-//! The published surface: snapshots of every schema and tools/list, discovery budgets, and
-//! parity between the served schemas and what the decoders accept.
+//! The published surface: tools/list per connector, discovery budgets, and parity between the
+//! served schemas and what the decoders accept. (The schemas themselves have one golden each,
+//! under `generated/schemas/`.)
 
 use std::collections::BTreeMap;
 
@@ -28,12 +29,18 @@ fn all_on() -> BTreeMap<&'static str, bool> {
 }
 
 #[test]
-fn every_served_schema_is_snapshotted() {
+fn served_schemas_are_the_generated_ones() {
     for t in gantry::app::served_tools().unwrap() {
-        insta::assert_json_snapshot!(format!("schema_{}_input", t.spec.name), t.tool.input_schema);
-        if let Some(out) = &t.tool.output_schema {
-            insta::assert_json_snapshot!(format!("schema_{}_output", t.spec.name), out);
-        }
+        let input: Value = serde_json::from_str(t.spec.input_schema).unwrap();
+        assert_eq!(Value::Object((*t.tool.input_schema).clone()), input);
+        let output: Option<Value> = t
+            .spec
+            .output_schema
+            .map(|o| serde_json::from_str(o).unwrap());
+        assert_eq!(
+            t.tool.output_schema.map(|o| Value::Object((*o).clone())),
+            output
+        );
     }
 }
 
@@ -42,7 +49,11 @@ fn tools_list_per_connector_is_snapshotted() {
     // Windows with everything on: the widest listing of each connector.
     let state = PermissionState::new(Platform::Windows, false, all_on());
     for c in generated::CONNECTORS {
-        insta::assert_json_snapshot!(format!("tools_list_{}", c.name), listing(c.name, &state));
+        // Schemas are held by their own goldens; here only what tools/list adds around them.
+        insta::assert_json_snapshot!(format!("tools_list_{}", c.name), listing(c.name, &state), {
+            ".tools[].inputSchema" => "[generated/schemas/<tool>.input.json]",
+            ".tools[].outputSchema" => "[generated/schemas/<tool>.output.json]",
+        });
     }
 }
 
@@ -186,4 +197,78 @@ fn names_and_shapes_follow_chatgpt_rules() {
         }
         arrays_have_items(&schema, &name);
     }
+}
+
+/// The compiled surface cannot drift from surface.toml: a server built from an edited copy
+/// (`GANTRY_SURFACE`, into a target directory of its own) serves the edit, and the build writes
+/// nothing outside `target/`.
+#[tokio::test]
+async fn a_build_serves_exactly_the_surface_file_it_was_built_from() {
+    let root = crate::support::workspace("");
+    let work = root.join("target/surface-drift");
+    std::fs::create_dir_all(&work).unwrap();
+    let original = std::fs::read_to_string(root.join("surface.toml")).unwrap();
+    let marker = "Edited in a copy of surface.toml by the drift test.";
+    let edited = original.replacen(
+        "\nRead files, directories (one level)",
+        &format!("\n{marker} Read files, directories (one level)"),
+        1,
+    );
+    assert_ne!(
+        edited, original,
+        "the edit must change the read tool's description"
+    );
+    let copy = work.join("surface.toml");
+    // Rewritten only when it changes, so a second run reuses the build.
+    if std::fs::read_to_string(&copy).ok().as_deref() != Some(edited.as_str()) {
+        std::fs::write(&copy, &edited).unwrap();
+    }
+
+    let tree = || {
+        let out = std::process::Command::new("git")
+            .args([
+                "status",
+                "--porcelain",
+                "--untracked-files=all",
+                "--ignored=no",
+            ])
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git status failed");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let before = tree();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let built = tokio::process::Command::new(cargo)
+        .args(["build", "-q", "--locked", "-p", "gantry", "--bin", "gantry"])
+        .current_dir(&root)
+        .env("CARGO_TARGET_DIR", work.join("target"))
+        .env("GANTRY_SURFACE", &copy)
+        .status()
+        .await
+        .unwrap();
+    assert!(built.success(), "building from the edited copy failed");
+    assert_eq!(tree(), before, "the build changed files outside target/");
+
+    let sb = crate::support::Sandbox::new();
+    let binary = work.join("target/debug/gantry");
+    let client = sb.stdio_of(&binary, &[]).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let read = tools.iter().find(|t| t.name == "read").unwrap();
+    assert!(
+        read.description
+            .as_deref()
+            .unwrap_or("")
+            .starts_with(marker),
+        "{:?}",
+        read.description
+    );
+    client.cancel().await.unwrap();
+    // The normal build still serves the real file.
+    let client = sb.stdio(&[]).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let read = tools.iter().find(|t| t.name == "read").unwrap();
+    assert!(!read.description.as_deref().unwrap_or("").contains(marker));
+    client.cancel().await.unwrap();
 }

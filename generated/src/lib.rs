@@ -2,10 +2,12 @@
 //! dispatch function per connector, Cedar resource types, and static tables of permissions,
 //! connectors and tools.
 //!
-//! Everything under `src/surface*` is generated from `surface.toml` by `codegen` (on every
-//! `cargo build`, or by hand with `cargo codegen`). Do not edit it; edit `surface.toml`.
+//! All of it is generated from `surface.toml` into `OUT_DIR` by `build.rs` on every build
+//! that needs it, so the compiled surface cannot differ from the file. The reviewed copy is
+//! the `surface.rs.snap` golden beside this crate's `Cargo.toml`.
 
-#[rustfmt::skip]
-mod surface;
+mod surface {
+    include!(concat!(env!("OUT_DIR"), "/surface.rs"));
+}
 
 pub use surface::*;

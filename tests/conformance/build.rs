@@ -1,10 +1,9 @@
-//! Keeps the generated files of the conformance surface (`src/surface*`, `schemas/`,
-//! `docs/`, `policies/`) in step with `conformance/surface.toml`, exactly as
-//! `generated/build.rs` does for gantry's own surface.
+//! Generates the fixture surface (`surface.toml` here) into `OUT_DIR`, as `generated/build.rs`
+//! does for gantry's own.
 
 use std::path::PathBuf;
 
 fn main() {
     let here = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
-    codegen::build_script(&here, &here.join("surface.toml"));
+    codegen::build_script(&here.join("surface.toml"), false);
 }

@@ -74,12 +74,17 @@ impl Sandbox {
 
     /// A real MCP client talking to `gantry serve --stdio`.
     pub async fn stdio(&self, extra: &[&str]) -> RunningService<RoleClient, ()> {
+        self.stdio_of(Path::new(gantry()), extra).await
+    }
+
+    /// A real MCP client talking to `serve --stdio` of the gantry binary at `binary`.
+    pub async fn stdio_of(&self, binary: &Path, extra: &[&str]) -> RunningService<RoleClient, ()> {
         let args = self.args();
         let cwd = self.root();
         let home = self.path("home");
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let transport =
-            TokioChildProcess::new(tokio::process::Command::new(gantry()).configure(|cmd| {
+            TokioChildProcess::new(tokio::process::Command::new(binary).configure(|cmd| {
                 cmd.arg("serve")
                     .arg("--stdio")
                     .args(&args)
@@ -194,8 +199,8 @@ pub fn is_error(result: &CallToolResult) -> bool {
 /// itself (not from the runtime's publication logic).
 pub fn declared_fresh_linux_tools(connector: &str) -> Vec<String> {
     let text = std::fs::read_to_string(workspace("surface.toml")).unwrap();
-    let surface = codegen::Surface::parse("surface.toml", &text).unwrap();
-    let linux = codegen::Platform::Linux;
+    let surface = surface::Surface::parse("surface.toml", &text).unwrap();
+    let linux = surface::Platform::Linux;
     let on = |p: &str| {
         let perm = surface.permission(p).unwrap();
         perm.default[2] && perm.platforms.contains(&linux)

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::Surface;
+use surface::Surface;
 
 /// Name of the action group every mutating permission's group belongs to.
 pub const MUTATING_GROUP: &str = "mutating";
@@ -26,7 +26,7 @@ pub fn connector_group(connector: &str) -> String {
     format!("connector:{connector}")
 }
 
-/// Renders `generated/policies/surface.cedarschema`.
+/// Renders `surface.cedarschema`.
 pub fn schema(surface: &Surface) -> String {
     let mut s = String::new();
     let w = &mut s;

@@ -1,10 +1,10 @@
-//! `generated/docs/TOOLS.md`: the public tool reference, written from the same model as the
+//! `TOOLS.md`: the public tool reference, written from the same model as the
 //! served schemas so the two cannot disagree.
 
 use std::fmt::Write as _;
 
 use crate::emit_cedar::{operation_action, permission_group};
-use crate::model::{Field, FieldType, ItemType, Platform, Status, Surface, Tool};
+use surface::{Field, FieldType, ItemType, Platform, Status, Surface, Tool};
 
 fn platforms(list: &[Platform]) -> String {
     list.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
@@ -197,7 +197,7 @@ fn tool_section(w: &mut String, t: &Tool) {
     }
 }
 
-/// Renders `generated/docs/TOOLS.md`.
+/// Renders `TOOLS.md`.
 pub fn tools_md(surface: &Surface) -> String {
     let mut s = String::new();
     let w = &mut s;

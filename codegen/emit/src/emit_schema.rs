@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::model::{Field, FieldType, ItemType, Surface, Tool};
+use surface::{Field, FieldType, ItemType, Surface, Tool};
 
 /// Whether a schema describes what the model sends or what gantry returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +133,7 @@ fn field_schema(surface: &Surface, f: &Field, role: Role) -> Value {
     Value::Object(obj)
 }
 
-/// Pretty JSON with a trailing newline, as committed under `generated/schemas/`.
+/// Pretty JSON with a trailing newline, as served and kept in the goldens.
 pub fn to_file(value: &Value) -> String {
     let mut s = serde_json::to_string_pretty(value).unwrap_or_default();
     s.push('\n');

@@ -1,17 +1,20 @@
-//! `cargo codegen [--check]`: regenerate `generated/` from `surface.toml`, or only compare.
+//! `cargo codegen [--check]`: refresh the goldens of every generated file (one insta snapshot
+//! each, under `generated/` and `tests/conformance/generated/`), or only compare them.
+//!
+//! The goldens test is the one writer, so the stored form is insta's and a reviewer sees the
+//! same files `tests/run` checks. The build itself never needs this: `generated/build.rs`
+//! generates into `OUT_DIR`.
 
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 
 fn main() -> ExitCode {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut check = false;
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--check" => check = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: cargo codegen [--check]\n\nRegenerates generated/ from surface.toml; --check only compares."
+                    "usage: cargo codegen [--check]\n\nRefreshes the goldens of the generated files; --check only compares."
                 );
                 return ExitCode::SUCCESS;
             }
@@ -21,48 +24,17 @@ fn main() -> ExitCode {
             }
         }
     }
-    let surface_path = root.join("surface.toml");
-    let text = match std::fs::read_to_string(&surface_path) {
-        Ok(t) => t,
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["test", "-q", "-p", "codegen", "--test", "goldens"])
+        .env("INSTA_UPDATE", if check { "no" } else { "always" })
+        .status();
+    match status {
+        Ok(s) if s.success() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("codegen: cannot read {}: {e}", surface_path.display());
-            return ExitCode::FAILURE;
-        }
-    };
-    let files = match codegen::generate("surface.toml", &text) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let out = root.join("generated");
-    if check {
-        match codegen::check(&out, &files) {
-            Ok(codegen::Staleness::Fresh) => ExitCode::SUCCESS,
-            Ok(codegen::Staleness::Stale { report }) => {
-                eprintln!(
-                    "{report}\ngenerated/ is stale: run `cargo codegen` and commit the result"
-                );
-                ExitCode::FAILURE
-            }
-            Err(e) => {
-                eprintln!("codegen: {e}");
-                ExitCode::FAILURE
-            }
-        }
-    } else {
-        match codegen::sync(&out, &files) {
-            Ok(changed) => {
-                for path in &changed {
-                    eprintln!("wrote generated/{path}");
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("codegen: {e}");
-                ExitCode::FAILURE
-            }
+            eprintln!("codegen: cannot run cargo: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -82,9 +82,8 @@ fn snapshot(read: bool, write: bool, read_only: bool) -> Snapshot {
 }
 
 fn gate(read: bool, write: bool, read_only: bool) -> Gate {
-    let engine = Arc::new(engine(POLICIES).unwrap_or_else(|e| panic!("{e:?}")));
-    Gate::for_snapshot(engine, "core", &snapshot(read, write, read_only))
-        .unwrap_or_else(|e| panic!("{e}"))
+    let engine = Arc::new(engine(POLICIES).unwrap());
+    Gate::for_snapshot(engine, "core", &snapshot(read, write, read_only)).unwrap()
 }
 
 const READ: ActionId = ActionId::new("read");
@@ -93,9 +92,7 @@ const WRITE: ActionId = ActionId::new("write");
 #[test]
 fn permits_when_everything_is_on() {
     let g = gate(true, true, false);
-    let ok = g
-        .authorize(READ, &Host, 7)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let ok = g.authorize(READ, &Host, 7).unwrap();
     assert_eq!(*ok, 7);
     assert_eq!(ok.policies(), ["connector.core"]);
 }
@@ -154,9 +151,8 @@ fn resource_facts_decide_and_carry_their_code() {
 
 #[test]
 fn another_connector_gets_a_default_deny() {
-    let engine = Arc::new(engine(POLICIES).unwrap_or_else(|e| panic!("{e:?}")));
-    let g = Gate::for_snapshot(engine, "desktop", &snapshot(true, true, false))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let engine = Arc::new(engine(POLICIES).unwrap());
+    let g = Gate::for_snapshot(engine, "desktop", &snapshot(true, true, false)).unwrap();
     let denial = g
         .authorize(READ, &Host, ())
         .err()
@@ -182,9 +178,8 @@ fn an_evaluation_error_denies_even_when_a_permit_matches() {
     let policies = format!(
         "{POLICIES}\n@id(\"overflow\")\nforbid (principal, action, resource) when {{ 9223372036854775807 + 1 > 0 }};\n"
     );
-    let engine = Arc::new(engine(&policies).unwrap_or_else(|e| panic!("{e:?}")));
-    let g = Gate::for_snapshot(engine, "core", &snapshot(true, true, false))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let engine = Arc::new(engine(&policies).unwrap());
+    let g = Gate::for_snapshot(engine, "core", &snapshot(true, true, false)).unwrap();
     let denial = g
         .authorize(READ, &Host, ())
         .err()
@@ -283,7 +278,7 @@ fn a_resource_the_action_does_not_apply_to_is_denied() {
 
 #[test]
 fn a_context_that_does_not_fit_the_schema_is_refused_when_the_gate_is_built() {
-    let engine = Arc::new(engine(POLICIES).unwrap_or_else(|e| panic!("{e:?}")));
+    let engine = Arc::new(engine(POLICIES).unwrap());
     let snapshot = Snapshot {
         platform: "linux",
         read_only: false,
@@ -297,7 +292,7 @@ fn a_context_that_does_not_fit_the_schema_is_refused_when_the_gate_is_built() {
 
 #[test]
 fn per_action_policy_subsets_decide_exactly_like_the_whole_set() {
-    let engine = Arc::new(engine(POLICIES).unwrap_or_else(|e| panic!("{e:?}")));
+    let engine = Arc::new(engine(POLICIES).unwrap());
     let paths = [
         TestPath {
             id: "/r/a".into(),
@@ -315,8 +310,8 @@ fn per_action_policy_subsets_decide_exactly_like_the_whole_set() {
         (false, false, true),
     ] {
         for connector in ["core", "desktop"] {
-            let g = Gate::for_snapshot(engine.clone(), connector, &snapshot(read, write, ro))
-                .unwrap_or_else(|e| panic!("{e}"));
+            let g =
+                Gate::for_snapshot(engine.clone(), connector, &snapshot(read, write, ro)).unwrap();
             for action in [READ, WRITE] {
                 let mut outcomes = Vec::new();
                 for full in [false, true] {

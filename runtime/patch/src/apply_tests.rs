@@ -3,7 +3,7 @@ use crate::parse::{FileOp, parse};
 
 fn update(original: &str, patch_body: &str) -> Result<Updated, MatchError> {
     let text = format!("*** Begin Patch\n*** Update File: f\n{patch_body}\n*** End Patch\n");
-    let patch = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let patch = parse(&text).unwrap();
     let FileOp::Update { chunks, .. } = &patch.ops[0] else {
         panic!("not an update")
     };
@@ -12,39 +12,39 @@ fn update(original: &str, patch_body: &str) -> Result<Updated, MatchError> {
 
 #[test]
 fn replaces_lines_and_counts() {
-    let u = update("a\nb\nc\n", "@@\n a\n-b\n+B\n+B2\n c").unwrap_or_else(|e| panic!("{e}"));
+    let u = update("a\nb\nc\n", "@@\n a\n-b\n+B\n+B2\n c").unwrap();
     assert_eq!(u.text, "a\nB\nB2\nc\n");
     assert_eq!((u.added, u.removed), (2, 1));
 }
 
 #[test]
 fn crlf_files_stay_crlf_and_keep_their_own_context_text() {
-    let u = update("a  \r\nb\r\nc\r\n", "@@\n a\n-b\n+x").unwrap_or_else(|e| panic!("{e}"));
+    let u = update("a  \r\nb\r\nc\r\n", "@@\n a\n-b\n+x").unwrap();
     assert_eq!(u.text, "a  \r\nx\r\nc\r\n");
 }
 
 #[test]
 fn a_bom_survives() {
-    let u = update("\u{FEFF}a\nb\n", "@@\n-a\n+z").unwrap_or_else(|e| panic!("{e}"));
+    let u = update("\u{FEFF}a\nb\n", "@@\n-a\n+z").unwrap();
     assert_eq!(u.text, "\u{FEFF}z\nb\n");
 }
 
 #[test]
 fn a_missing_final_newline_is_added() {
-    let u = update("only", "@@\n-only\n+one\n+two").unwrap_or_else(|e| panic!("{e}"));
+    let u = update("only", "@@\n-only\n+one\n+two").unwrap();
     assert_eq!(u.text, "one\ntwo\n");
 }
 
 #[test]
 fn pure_additions_append() {
-    let u = update("a\nb\n", "@@\n+c").unwrap_or_else(|e| panic!("{e}"));
+    let u = update("a\nb\n", "@@\n+c").unwrap();
     assert_eq!(u.text, "a\nb\nc\n");
 }
 
 #[test]
 fn anchors_and_chunk_order_move_the_cursor() {
     let original = "fn a() {\n    x();\n}\nfn b() {\n    x();\n}\n";
-    let u = update(original, "@@ fn b() {\n-    x();\n+    y();").unwrap_or_else(|e| panic!("{e}"));
+    let u = update(original, "@@ fn b() {\n-    x();\n+    y();").unwrap();
     assert_eq!(u.text, "fn a() {\n    x();\n}\nfn b() {\n    y();\n}\n");
 }
 
@@ -54,7 +54,7 @@ fn unicode_look_alikes_match_ascii_patches() {
         "let s = \u{201C}hi\u{201D}; // \u{2013}\n",
         "@@\n-let s = \"hi\"; // -\n+let s = 1;",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     assert_eq!(u.text, "let s = 1;\n");
 }
 
@@ -78,7 +78,7 @@ fn a_miss_names_chunk_expected_lines_and_the_nearest_region() {
 #[test]
 fn end_of_file_chunks_must_match_the_tail() {
     let original = "x\ny\nx\n";
-    let u = update(original, "@@\n-x\n+z\n*** End of File").unwrap_or_else(|e| panic!("{e}"));
+    let u = update(original, "@@\n-x\n+z\n*** End of File").unwrap();
     assert_eq!(u.text, "x\ny\nz\n");
     let e = update(original, "@@\n-y\n+z\n*** End of File")
         .err()

@@ -2,8 +2,7 @@ use super::*;
 
 #[test]
 fn every_operation_parses() {
-    let p = parse("*** Begin Patch\n*** Add File: a.txt\n+x\n+y\n*** Delete File: b.txt\n*** Update File: c.txt\n*** Move to: d/c.txt\n@@ fn main\n ctx\n-old\n+new\n*** End of File\n*** End Patch\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    let p = parse("*** Begin Patch\n*** Add File: a.txt\n+x\n+y\n*** Delete File: b.txt\n*** Update File: c.txt\n*** Move to: d/c.txt\n@@ fn main\n ctx\n-old\n+new\n*** End of File\n*** End Patch\n").unwrap();
     assert_eq!(p.ops.len(), 3);
     assert_eq!(
         p.ops[0],

@@ -16,7 +16,7 @@ pub fn run(
     let mut summary = Vec::new();
     if let Some(path) = surface {
         match std::fs::read_to_string(path) {
-            Ok(text) => match codegen::Surface::parse(&path.display().to_string(), &text) {
+            Ok(text) => match surface::Surface::parse(&path.display().to_string(), &text) {
                 Ok(s) => summary.push(format!(
                     "surface {}: {} tools, {} permissions",
                     path.display(),

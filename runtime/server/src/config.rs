@@ -332,7 +332,7 @@ mod tests {
     fn args_with_config(dir: &Path, text: Option<&str>) -> CommonArgs {
         let path = dir.join("config.toml");
         if let Some(t) = text {
-            std::fs::write(&path, t).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(&path, t).unwrap();
         }
         CommonArgs {
             config: Some(path),
@@ -343,9 +343,8 @@ mod tests {
 
     #[test]
     fn a_fresh_config_turns_core_on_and_desktop_to_the_platform_default() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let s = Settings::resolve(&args_with_config(dir.path(), None))
-            .unwrap_or_else(|e| panic!("{e:?}"));
+        let dir = tempfile::tempdir().unwrap();
+        let s = Settings::resolve(&args_with_config(dir.path(), None)).unwrap();
         assert!(!s.config_exists);
         assert!(!s.read_only);
         for p in [
@@ -370,26 +369,26 @@ mod tests {
 
     #[test]
     fn stored_choices_are_kept_and_flags_win() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let mut args = args_with_config(
             dir.path(),
             Some("read_only = true\nport = 9000\n[permissions]\nexec = false\ncontrol = true\n"),
         );
-        let s = Settings::resolve(&args).unwrap_or_else(|e| panic!("{e:?}"));
+        let s = Settings::resolve(&args).unwrap();
         assert_eq!(s.permissions.get("exec"), Some(&false));
         assert_eq!(s.permissions.get("control"), Some(&true));
         assert!(s.read_only);
         assert_eq!(s.port, 9000);
         args.port = Some(0);
         args.read_only = Some(false);
-        let s = Settings::resolve(&args).unwrap_or_else(|e| panic!("{e:?}"));
+        let s = Settings::resolve(&args).unwrap();
         assert_eq!(s.port, 0);
         assert!(!s.read_only);
     }
 
     #[test]
     fn malformed_config_fails_closed_with_its_place() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let errs = Settings::resolve(&args_with_config(
             dir.path(),
             Some("read_only = true\nport = \"x\"\n"),
@@ -403,7 +402,7 @@ mod tests {
 
     #[test]
     fn unknown_permission_and_unknown_key_are_errors() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let errs = Settings::resolve(&args_with_config(
             dir.path(),
             Some("[permissions]\nread = true\nexecute = true\n"),

@@ -230,11 +230,9 @@ mod tests {
 
     #[test]
     fn tokens_are_created_once_private_and_distinct() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let a = Tokens::load_or_create(dir.path(), &["core", "desktop"])
-            .unwrap_or_else(|e| panic!("{e}"));
-        let b = Tokens::load_or_create(dir.path(), &["core", "desktop"])
-            .unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
+        let a = Tokens::load_or_create(dir.path(), &["core", "desktop"]).unwrap();
+        let b = Tokens::load_or_create(dir.path(), &["core", "desktop"]).unwrap();
         assert_eq!(a.get("core"), b.get("core"));
         assert_ne!(a.get("core"), a.get("desktop"));
         assert_eq!(a.get("core").map(str::len), Some(43));
@@ -254,14 +252,12 @@ mod tests {
 
     #[test]
     fn rotation_replaces_one_token_and_a_live_server_sees_it() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let live =
-            LiveTokens::new(dir.path(), &["core", "desktop"]).unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
+        let live = LiveTokens::new(dir.path(), &["core", "desktop"]).unwrap();
         let before = live.get();
         // mtime granularity: make sure the rewrite is visible.
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let rotated = Tokens::rotate(dir.path(), &["core", "desktop"], Some("core"))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let rotated = Tokens::rotate(dir.path(), &["core", "desktop"], Some("core")).unwrap();
         assert_eq!(rotated, ["core"]);
         let after = live.get();
         assert_ne!(before.get("core"), after.get("core"));

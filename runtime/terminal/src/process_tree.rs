@@ -288,14 +288,14 @@ mod windows {
             let mut child = std::process::Command::new("cmd")
                 .args(["/c", "ping -n 60 127.0.0.1 > NUL"])
                 .spawn()
-                .unwrap_or_else(|e| panic!("{e}"));
-            let job = JobObject::for_process(child.id()).unwrap_or_else(|e| panic!("{e}"));
+                .unwrap();
+            let job = JobObject::for_process(child.id()).unwrap();
             assert!(
                 child.try_wait().map(|s| s.is_none()).unwrap_or(false),
                 "still running"
             );
             job.terminate();
-            let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+            let status = child.wait().unwrap();
             assert_eq!(status.code(), Some(1));
         }
     }

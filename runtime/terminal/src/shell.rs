@@ -161,7 +161,7 @@ mod tests {
             .arg("-c")
             .arg(&s)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(
             text,

@@ -274,7 +274,7 @@ mod tests {
 
     #[test]
     fn small_output_stays_whole_and_in_memory() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let mut w = window(dir.path(), 1 << 20);
         w.push("a\nb");
         let d = w.drain(100);
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn over_budget_keeps_head_and_tail_and_spills_everything() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let mut w = window(dir.path(), 1 << 20);
         let body: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         w.push(&body);
@@ -311,7 +311,7 @@ mod tests {
 
     #[test]
     fn huge_output_is_bounded_in_memory_and_the_spill_file_is_capped() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let mut w = window(dir.path(), 3 << 20);
         let chunk = "x".repeat(64 << 10);
         for _ in 0..160 {

@@ -1,7 +1,7 @@
 //! Real PTYs, real shells, real process trees.
 
+#![cfg(test)]
 #![cfg(unix)]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

@@ -1,9 +1,9 @@
 //! The MCP conformance suite's fixture tools, served by gantry's own runtime from a second
-//! surface (`conformance/surface.toml`). Everything under `src/surface*`, `schemas/`, `docs/`
-//! and `policies/` is generated, like `generated/`; this file and `main.rs` are not.
+//! surface (`tests/conformance/surface.toml`), generated into `OUT_DIR` like `generated/`.
 
-#[rustfmt::skip]
-mod surface;
+mod surface {
+    include!(concat!(env!("OUT_DIR"), "/surface.rs"));
+}
 
 pub use surface::*;
 

@@ -236,21 +236,19 @@ mod tests {
     use super::*;
 
     fn setup() -> (tempfile::TempDir, Roots) {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
-        std::fs::create_dir_all(root.join("sub")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(root.join("sub/a.txt"), "a").unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(dir.path().join("secret.txt"), "s").unwrap_or_else(|e| panic!("{e}"));
-        let roots = Roots::new(&[root]).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/a.txt"), "a").unwrap();
+        std::fs::write(dir.path().join("secret.txt"), "s").unwrap();
+        let roots = Roots::new(&[root]).unwrap();
         (dir, roots)
     }
 
     #[test]
     fn relative_paths_resolve_against_the_first_root() {
         let (_d, roots) = setup();
-        let r = roots
-            .resolve("sub/a.txt", None)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let r = roots.resolve("sub/a.txt", None).unwrap();
         assert!(r.inside_root);
         assert_eq!(r.kind, Kind::File);
         assert_eq!(r.path, roots.first().join("sub/a.txt"));
@@ -259,22 +257,16 @@ mod tests {
     #[test]
     fn dot_dot_escapes_are_outside() {
         let (_d, roots) = setup();
-        let r = roots
-            .resolve("../secret.txt", None)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let r = roots.resolve("../secret.txt", None).unwrap();
         assert!(!r.inside_root);
-        let r = roots
-            .resolve("sub/../../secret.txt", None)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let r = roots.resolve("sub/../../secret.txt", None).unwrap();
         assert!(!r.inside_root);
     }
 
     #[test]
     fn new_paths_are_checked_through_their_nearest_existing_ancestor() {
         let (_d, roots) = setup();
-        let r = roots
-            .resolve("sub/new/deeper.txt", None)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let r = roots.resolve("sub/new/deeper.txt", None).unwrap();
         assert!(r.inside_root);
         assert_eq!(r.kind, Kind::Missing);
         // `..` below a missing directory could name an existing file as if it were new.
@@ -294,17 +286,12 @@ mod tests {
     fn symlinks_are_followed_before_the_root_check() {
         let (d, roots) = setup();
         let link = roots.first().join("link");
-        std::os::unix::fs::symlink(d.path().join("secret.txt"), &link)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let r = roots
-            .resolve("link", None)
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(d.path().join("secret.txt"), &link).unwrap();
+        let r = roots.resolve("link", None).unwrap();
         assert!(!r.inside_root);
         let dirlink = roots.first().join("dirlink");
-        std::os::unix::fs::symlink(d.path(), &dirlink).unwrap_or_else(|e| panic!("{e}"));
-        let r = roots
-            .resolve("dirlink/new-file.txt", None)
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(d.path(), &dirlink).unwrap();
+        let r = roots.resolve("dirlink/new-file.txt", None).unwrap();
         assert!(!r.inside_root, "{r:?}");
     }
 
@@ -325,9 +312,7 @@ mod tests {
     #[test]
     fn devices_are_special() {
         let (_d, roots) = setup();
-        let r = roots
-            .resolve("/dev/null", None)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let r = roots.resolve("/dev/null", None).unwrap();
         assert_eq!(r.kind, Kind::Special);
     }
 }
