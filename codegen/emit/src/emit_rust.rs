@@ -10,7 +10,7 @@ use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::emit_cedar::operation_action;
-use surface::{CedarType, Field, FieldType, ItemType, Platform, Status, Surface, Tool};
+use surface::{CedarType, Field, FieldType, ItemType, Limit, Platform, Status, Surface, Tool};
 
 const HEADER: &str =
     "// @generated from surface.toml at build time (into OUT_DIR). Edit surface.toml instead.\n";
@@ -470,9 +470,17 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
             let m = ident(&t.name);
             let consts = t.limits.iter().map(|(k, v)| {
                 let c = format_ident!("{}", k.to_shouty_snake_case());
-                let d = format!("`{k}` from surface.toml.");
-                let v = lit_u64(*v);
-                quote!(#[doc = #d] pub const #c: u64 = #v;)
+                let d = format!("`{k}` = {v} (surface.toml).");
+                let shown = v.to_string();
+                let base = lit_u64(v.base());
+                match v {
+                    Limit::Count(_) => {
+                        let n = proc_macro2::Literal::usize_unsuffixed(usize::try_from(v.base()).unwrap_or(usize::MAX));
+                        quote!(#[doc = #d] pub const #c: usize = #n;)
+                    }
+                    Limit::Bytes(_) => quote!(#[doc = #d] pub const #c: tool_api::ByteSize = tool_api::ByteSize::new(#base, #shown);),
+                    Limit::Millis(_) => quote!(#[doc = #d] pub const #c: tool_api::TimeLimit = tool_api::TimeLimit::new(#base, #shown);),
+                }
             });
             let d = format!("Limits of tool `{name}`.");
             limit_mods.push(quote!(#[doc = #d] pub mod #m { #(#consts)* }));
@@ -491,7 +499,7 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
             &t.exactly_one_of,
             &t.at_least_one_of,
         );
-        if !t.output.is_empty() {
+        if !t.output.is_empty() && t.output_type.is_none() {
             let output = format_ident!("{}Output", base);
             emit_struct(
                 &mut out,
@@ -552,9 +560,16 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
         let m = ident(&t.name);
         let base = tool_ident(t);
         let args = format_ident!("{}Args", base);
-        let output = if t.output.is_empty() { quote!(tool_api::NoOutput) } else {
-            let o = format_ident!("{}Output", base);
-            quote!(#o)
+        let output = match (&t.output_type, t.output.is_empty()) {
+            (Some(shared), _) => {
+                let o = format_ident!("{}", shared);
+                quote!(#o)
+            }
+            (None, true) => quote!(tool_api::NoOutput),
+            (None, false) => {
+                let o = format_ident!("{}Output", base);
+                quote!(#o)
+            }
         };
         let d = format!("Handles `{}` once its arguments are decoded, validated and authorized.", t.name);
         quote! {
@@ -724,7 +739,7 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
         let (ro, de, id, ow) = (a.read_only, a.destructive, a.idempotent, a.open_world);
         let platforms = t.platforms.iter().map(|p| platform_tokens(*p));
         let limits = t.limits.iter().map(|(k, v)| {
-            let v = lit_u64(*v);
+            let v = v.to_string();
             quote!((#k, #v),)
         });
         let input = format!("/schemas/{}.input.json", t.name);

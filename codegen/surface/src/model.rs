@@ -228,6 +228,104 @@ pub struct Operation {
     pub description: String,
 }
 
+/// A limit's value, typed by how surface.toml writes it: a bare integer is a count,
+/// `"256 KB"` a byte size (KB = 1024 bytes; also `bytes`, `MB`, `GB`), `"20 s"` a duration
+/// (also `ms`, `min`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// How many of something.
+    Count(u64),
+    /// A size in bytes.
+    Bytes(u64),
+    /// A duration in milliseconds.
+    Millis(u64),
+}
+
+impl Limit {
+    /// Parses the string form (`"256 KB"`, `"250 ms"`).
+    pub fn parse(text: &str) -> Result<Limit, String> {
+        let (number, unit) = text
+            .trim()
+            .split_once(' ')
+            .ok_or_else(|| format!("`{text}` is not `<number> <unit>`"))?;
+        let n: u64 = number
+            .parse()
+            .map_err(|_| format!("`{number}` is not a whole number"))?;
+        let scaled = |factor: u64| {
+            n.checked_mul(factor)
+                .ok_or_else(|| format!("`{text}` is too large"))
+        };
+        match unit {
+            "bytes" => Ok(Limit::Bytes(n)),
+            "KB" => scaled(1 << 10).map(Limit::Bytes),
+            "MB" => scaled(1 << 20).map(Limit::Bytes),
+            "GB" => scaled(1 << 30).map(Limit::Bytes),
+            "ms" => Ok(Limit::Millis(n)),
+            "s" => scaled(1000).map(Limit::Millis),
+            "min" => scaled(60_000).map(Limit::Millis),
+            other => Err(format!(
+                "unknown unit `{other}` (use bytes, KB, MB, GB, ms, s or min)"
+            )),
+        }
+    }
+
+    /// The value in its base unit: items, bytes or milliseconds.
+    pub fn base(self) -> u64 {
+        match self {
+            Limit::Count(n) | Limit::Bytes(n) | Limit::Millis(n) => n,
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    /// The shortest exact form: `256 KB`, `16 MB`, `20 s`, `250 ms`, `64`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let exact = |n: u64, units: &[(u64, &str)]| {
+            units
+                .iter()
+                .find(|(size, _)| n != 0 && n.is_multiple_of(*size))
+                .map(|(size, unit)| format!("{} {unit}", n / size))
+        };
+        match *self {
+            Limit::Count(n) => write!(f, "{n}"),
+            Limit::Bytes(n) => f.write_str(
+                &exact(n, &[(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "KB")])
+                    .unwrap_or_else(|| format!("{n} bytes")),
+            ),
+            Limit::Millis(n) => f.write_str(
+                &exact(n, &[(60_000, "min"), (1000, "s")]).unwrap_or_else(|| format!("{n} ms")),
+            ),
+        }
+    }
+}
+
+/// Replaces each `{name}` naming one of `limits` in `text` with the limit's value, so prose
+/// never restates a number; an unknown `{snake_case}` name is an error.
+fn quote_limits(text: &str, limits: &[(String, Limit)]) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let name_len = after
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(after.len());
+        if name_len > 0 && after[name_len..].starts_with('}') {
+            let name = &after[..name_len];
+            let Some((_, limit)) = limits.iter().find(|(n, _)| n == name) else {
+                return Err(format!("`{{{name}}}` names no limit of this tool"));
+            };
+            out.push_str(&limit.to_string());
+            rest = &after[name_len + 1..];
+        } else {
+            out.push('{');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 /// A tool, as the model sees it and as Cedar decides it.
 #[derive(Debug, Clone)]
 pub struct Tool {
@@ -251,12 +349,14 @@ pub struct Tool {
     pub annotations: Annotations,
     /// Where it is published.
     pub platforms: Vec<Platform>,
-    /// Named numeric limits, in declaration order.
-    pub limits: Vec<(String, u64)>,
+    /// Named limits, in declaration order. A description may quote one as `{name}`.
+    pub limits: Vec<(String, Limit)>,
     /// Input properties.
     pub input: Vec<Field>,
-    /// Output properties.
+    /// Output properties (those of `output_type` when the output is a shared type).
     pub output: Vec<Field>,
+    /// The shared object type the output is, when several tools answer alike.
+    pub output_type: Option<String>,
     /// Groups of inputs of which exactly one must be given.
     pub exactly_one_of: Vec<Vec<String>>,
     /// Groups of inputs of which at least one must be given.
@@ -356,6 +456,14 @@ mod raw {
         pub max_items: Option<u64>,
     }
 
+    /// A limit as written: a count, or a string with a unit.
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    pub(super) enum RawLimit {
+        Count(u64),
+        Text(String),
+    }
+
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct RawTool {
@@ -372,11 +480,12 @@ mod raw {
         pub annotations: RawAnnotations,
         pub platforms: Option<Spanned<Vec<Platform>>>,
         #[serde(default)]
-        pub limits: IndexMap<String, u64>,
+        pub limits: IndexMap<String, Spanned<RawLimit>>,
         #[serde(default)]
         pub input: IndexMap<Spanned<String>, RawField>,
         #[serde(default)]
         pub output: IndexMap<Spanned<String>, RawField>,
+        pub output_type: Option<Spanned<String>>,
         #[serde(default)]
         pub exactly_one_of: Vec<Vec<Spanned<String>>>,
         #[serde(default)]
@@ -781,8 +890,59 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 Some("set `requires` or declare `operations`, so the user can turn it off".into()),
             );
         }
-        let input = build_fields(ck, t.input, &type_names, FieldRole::Input);
-        let output = build_fields(ck, t.output, &type_names, FieldRole::Output);
+        let mut limits = Vec::new();
+        for (name, value) in t.limits {
+            let limit = match value.get_ref() {
+                raw::RawLimit::Count(n) => Ok(Limit::Count(*n)),
+                raw::RawLimit::Text(text) => Limit::parse(text),
+            };
+            match limit {
+                Ok(l) => limits.push((name, l)),
+                Err(e) => ck.error(
+                    value.span(),
+                    format!("limit `{name}` of tool `{tname}`: {e}"),
+                    Some("write a count as a bare integer, a size as \"256 KB\", a duration as \"20 s\"".into()),
+                ),
+            }
+        }
+        let mut input = build_fields(ck, t.input, &type_names, FieldRole::Input);
+        let has_inline_output = !t.output.is_empty();
+        let mut output = build_fields(ck, t.output, &type_names, FieldRole::Output);
+        let output_type = t.output_type.map(|name| {
+            if has_inline_output {
+                ck.error(
+                    name.span(),
+                    format!("tool `{tname}` declares both `output_type` and `output` fields"),
+                    Some("keep one: the shared type, or the tool's own fields".into()),
+                );
+            }
+            match types.iter().find(|ty| &ty.name == name.get_ref()) {
+                Some(ty) => output.clone_from(&ty.fields),
+                None => ck.error(
+                    name.span(),
+                    format!(
+                        "tool `{tname}` has unknown `output_type` `{}`",
+                        name.get_ref()
+                    ),
+                    Some(format!(
+                        "declare it under [types] ({})",
+                        known_list(types.iter().map(|t| t.name.as_str()))
+                    )),
+                ),
+            }
+            name.into_inner()
+        });
+        let mut quote = |text: String, span: &Range<usize>| match quote_limits(&text, &limits) {
+            Ok(t) => t,
+            Err(e) => {
+                ck.error(span.clone(), format!("tool `{tname}`: {e}"), None);
+                text
+            }
+        };
+        let description = quote(description, &span);
+        for f in input.iter_mut().chain(output.iter_mut()) {
+            f.description = f.description.take().map(|d| quote(d, &span));
+        }
         let mut groups = |raw: Vec<Vec<Spanned<String>>>, what: &str| -> Vec<Vec<String>> {
             raw.into_iter()
                 .map(|g| {
@@ -828,9 +988,10 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             status,
             annotations,
             platforms,
-            limits: t.limits.into_iter().collect(),
+            limits,
             input,
             output,
+            output_type,
             exactly_one_of,
             at_least_one_of,
             operations,

@@ -177,3 +177,58 @@ fn a_tool_without_any_permission_is_refused() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn limits_are_typed_and_shown_exactly() {
+    assert_eq!(Limit::parse("256 KB"), Ok(Limit::Bytes(262_144)));
+    assert_eq!(Limit::parse("20 s"), Ok(Limit::Millis(20_000)));
+    assert_eq!(Limit::Bytes(262_144).to_string(), "256 KB");
+    assert_eq!(Limit::Bytes(1500).to_string(), "1500 bytes");
+    assert_eq!(Limit::Millis(250).to_string(), "250 ms");
+    assert_eq!(Limit::Millis(120_000).to_string(), "2 min");
+    assert_eq!(Limit::Count(64).to_string(), "64");
+    assert!(Limit::parse("256 kb").is_err());
+    assert!(Limit::parse("256KB").is_err());
+}
+
+#[test]
+fn a_description_quotes_its_limits_and_nothing_else() {
+    let s = Surface::parse("s.toml", SURFACE).unwrap();
+    let read = s.tools.iter().find(|t| t.name == "read").unwrap();
+    assert!(
+        read.description
+            .contains("up to 256 KB each, 512 KB per call")
+    );
+    let errs = errors(&SURFACE.replacen("{max_file} each", "{max_files} each", 1));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("`{max_files}` names no limit of this tool")),
+        "{errs:?}"
+    );
+    let errs = errors(&SURFACE.replacen("max_total = \"512 KB\"", "max_total = \"512 KiB\"", 1));
+    assert!(
+        errs.iter().any(|e| e.contains("unknown unit `KiB`")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn a_shared_output_type_must_exist_and_stand_alone() {
+    let s = Surface::parse("s.toml", SURFACE).unwrap();
+    let exec = s.tools.iter().find(|t| t.name == "exec_command").unwrap();
+    let stdin = s.tools.iter().find(|t| t.name == "write_stdin").unwrap();
+    assert_eq!(exec.output_type.as_deref(), Some("ExecResult"));
+    let names = |t: &Tool| t.output.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(exec), names(stdin));
+    assert!(names(exec).contains(&"exit_code".to_string()));
+    let errs = errors(&SURFACE.replacen(
+        "output_type = \"ExecResult\"",
+        "output_type = \"ExecResults\"",
+        1,
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("unknown `output_type` `ExecResults`")),
+        "{errs:?}"
+    );
+}

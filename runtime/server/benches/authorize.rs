@@ -13,9 +13,8 @@ use std::task::{Context, Poll, Waker};
 use criterion::{Criterion, criterion_group, criterion_main};
 use gantry::permissions::PermissionState;
 use generated::core::{
-    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs, ExecCommandOutput, FindArgs,
-    FindOutput, ReadArgs, ReadOutput, ViewImageArgs, ViewImageOutput, WriteStdinArgs,
-    WriteStdinOutput, actions,
+    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs, FindArgs, FindOutput,
+    ReadArgs, ReadOutput, ViewImageArgs, ViewImageOutput, WriteStdinArgs, actions,
 };
 use tool_api::{Authorized, CallContext, Platform, Reply, ToolError};
 
@@ -55,7 +54,7 @@ impl CoreHandlers for Noop {
         &self,
         _call: Authorized<ExecCommandArgs>,
         _cx: &CallContext,
-    ) -> Result<Reply<ExecCommandOutput>, ToolError> {
+    ) -> Result<Reply<generated::types::ExecResult>, ToolError> {
         Err(ToolError::not_implemented("exec_command"))
     }
 
@@ -63,7 +62,7 @@ impl CoreHandlers for Noop {
         &self,
         _call: Authorized<WriteStdinArgs>,
         _cx: &CallContext,
-    ) -> Result<Reply<WriteStdinOutput>, ToolError> {
+    ) -> Result<Reply<generated::types::ExecResult>, ToolError> {
         Err(ToolError::not_implemented("write_stdin"))
     }
 

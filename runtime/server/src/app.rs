@@ -132,11 +132,10 @@ impl App {
         };
         let roots = Arc::new(roots);
         let terminal = Arc::new(terminal::Registry::new(terminal::Config {
-            max_sessions: usize::try_from(generated::core::limits::exec_command::MAX_SESSIONS)
-                .unwrap_or(64),
+            max_sessions: generated::core::limits::exec_command::MAX_SESSIONS,
             idle_timeout: settings.session_idle,
             spill_dir: settings.state_dir.join("spill"),
-            spill_cap: generated::core::limits::exec_command::SPILL_CAP_BYTES,
+            spill_cap: generated::core::limits::exec_command::SPILL_CAP.get(),
         }));
         let permissions = PermissionState::new(
             Platform::current(),

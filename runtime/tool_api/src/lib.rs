@@ -6,6 +6,7 @@ pub mod check;
 mod context;
 mod decode;
 mod error;
+mod limit;
 mod reply;
 mod spec;
 
@@ -13,6 +14,7 @@ pub use authz::{ActionId, AttrValue, Authorized, Host, Resource};
 pub use context::CallContext;
 pub use decode::{Validate, decode};
 pub use error::{ErrorCode, ToolError};
+pub use limit::{ByteSize, Bytes, Millis, Quantity, TimeLimit};
 pub use reply::{Content, Encoded, NoOutput, Reply, encode, encode_unstructured};
 pub use spec::{
     Annotations, ConnectorSpec, OperationSpec, PermissionSpec, Platform, PlatformFlags, Status,

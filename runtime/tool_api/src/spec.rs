@@ -145,8 +145,8 @@ pub struct ToolSpec {
     pub annotations: Annotations,
     /// Where it is published.
     pub platforms: &'static [Platform],
-    /// Named limits.
-    pub limits: &'static [(&'static str, u64)],
+    /// Named limits, each as surface.toml shows it (`"256 KB"`, `"64"`).
+    pub limits: &'static [(&'static str, &'static str)],
     /// JSON Schema of the arguments.
     pub input_schema: &'static str,
     /// JSON Schema of `structuredContent`, if declared.

@@ -79,11 +79,11 @@ impl Planner<'_> {
     fn read_text(&self, target: &Authorized<Resolved>) -> Result<(Vec<u8>, u32), ToolError> {
         let (bytes, mode) = fs::read_all(target)
             .map_err(|e| ToolError::os(format!("{}: cannot read", target.given), &e))?;
-        if bytes.len() as u64 > limits::apply_patch::MAX_FILE_BYTES {
+        if bytes.len() as u64 > limits::apply_patch::MAX_FILE.get() {
             return Err(ToolError::invalid_input(format!(
-                "{}: larger than the {} bytes apply_patch edits",
+                "{}: larger than the {} apply_patch edits",
                 target.given,
-                limits::apply_patch::MAX_FILE_BYTES
+                limits::apply_patch::MAX_FILE
             )));
         }
         Ok((bytes, mode))

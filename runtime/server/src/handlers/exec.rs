@@ -2,22 +2,20 @@
 
 use std::time::Duration;
 
-use generated::core::{
-    ExecCommandArgs, ExecCommandOutput, WriteStdinArgs, WriteStdinOutput, actions, limits,
-};
+use generated::core::{ExecCommandArgs, WriteStdinArgs, actions, limits};
 use generated::resources::{Command, Session};
-use generated::types::BatchItem;
+use generated::types::{BatchItem, ExecResult};
 use terminal::{Outcome, Registry};
-use tool_api::{CallContext, Reply, ToolError};
+use tool_api::{CallContext, Reply, TimeLimit, ToolError};
 
 use crate::ops::exec::{self, DISPLAY_VARS, Start};
 use crate::ops::path_policy::Roots;
 
-fn clamp_ms(given: Option<i64>, default: u64, min: u64, max: u64) -> Duration {
+fn clamp_wait(given: Option<i64>, default: TimeLimit, min: TimeLimit, max: TimeLimit) -> Duration {
     let ms = given
         .and_then(|v| u64::try_from(v).ok())
-        .unwrap_or(default)
-        .clamp(min, max);
+        .unwrap_or(default.get())
+        .clamp(min.get(), max.get());
     Duration::from_millis(ms)
 }
 
@@ -25,13 +23,14 @@ fn clamp_ms(given: Option<i64>, default: u64, min: u64, max: u64) -> Duration {
 fn budget(tokens: Option<i64>) -> usize {
     let t = tokens
         .and_then(|v| u64::try_from(v).ok())
+        .and_then(|v| usize::try_from(v).ok())
         .unwrap_or(limits::exec_command::DEFAULT_MAX_OUTPUT_TOKENS)
         .clamp(1, limits::exec_command::MAX_OUTPUT_TOKENS);
-    usize::try_from(t * 4).unwrap_or(usize::MAX)
+    t.saturating_mul(4)
 }
 
 fn check_env(env: &std::collections::BTreeMap<String, String>) -> Result<(), ToolError> {
-    if env.len() as u64 > limits::exec_command::MAX_ENV_VARS {
+    if env.len() > limits::exec_command::MAX_ENV_VARS {
         return Err(ToolError::invalid_input(format!(
             "env: {} variables, at most {} allowed",
             env.len(),
@@ -52,9 +51,10 @@ fn check_env(env: &std::collections::BTreeMap<String, String>) -> Result<(), Too
                 "env: `{k}` is reserved for gantry"
             )));
         }
-        if v.contains('\0') || v.len() > 32 * 1024 {
+        if v.contains('\0') || v.len() > limits::exec_command::MAX_ENV_VALUE.as_usize() {
             return Err(ToolError::invalid_input(format!(
-                "env: the value of `{k}` holds a NUL byte or is longer than 32 KB"
+                "env: the value of `{k}` holds a NUL byte or is longer than {}",
+                limits::exec_command::MAX_ENV_VALUE
             )));
         }
     }
@@ -77,28 +77,15 @@ fn render(o: &Outcome, notes: &[String]) -> String {
     s
 }
 
-struct Fields {
-    exit_code: Option<i64>,
-    session_id: Option<i64>,
-    wall_time_ms: i64,
-    output: String,
-    truncated: Option<bool>,
-    output_file: Option<String>,
-    total_bytes: Option<i64>,
-    output_file_cut: Option<bool>,
-    items: Option<Vec<BatchItem>>,
-    note: Option<String>,
-    text: String,
-}
-
-fn fields(o: Outcome, batch: bool) -> Fields {
+/// The shared result of both tools, and its plain-text rendering.
+fn result(o: Outcome, batch: bool) -> (ExecResult, String) {
     let mut notes = o.notes.clone();
     if o.signaled {
         notes.push("the process was ended by a signal".into());
     }
     let text = render(&o, &notes);
     let truncated = o.output.truncated;
-    Fields {
+    let result = ExecResult {
         exit_code: o.exit_code.map(i64::from),
         session_id: o.session_id.map(i64::from),
         wall_time_ms: i64::try_from(o.wall.as_millis()).unwrap_or(i64::MAX),
@@ -117,8 +104,8 @@ fn fields(o: Outcome, batch: bool) -> Fields {
         }),
         note: (!notes.is_empty()).then(|| notes.join("; ")),
         output: o.output.text,
-        text,
-    }
+    };
+    (result, text)
 }
 
 pub(super) async fn exec_command(
@@ -126,7 +113,7 @@ pub(super) async fn exec_command(
     roots: &Roots,
     cx: &CallContext,
     args: ExecCommandArgs,
-) -> Result<Reply<ExecCommandOutput>, ToolError> {
+) -> Result<Reply<ExecResult>, ToolError> {
     let cwd = match &args.workdir {
         Some(w) => exec::workdir(w)?,
         None => roots.first().to_path_buf(),
@@ -174,11 +161,11 @@ pub(super) async fn exec_command(
     } else {
         DISPLAY_VARS.iter().map(|v| (*v).to_string()).collect()
     };
-    let yield_for = clamp_ms(
+    let yield_for = clamp_wait(
         args.yield_time_ms,
-        limits::exec_command::DEFAULT_YIELD_MS,
-        limits::exec_command::MIN_YIELD_MS,
-        limits::exec_command::MAX_YIELD_MS,
+        limits::exec_command::DEFAULT_YIELD,
+        limits::exec_command::MIN_YIELD,
+        limits::exec_command::MAX_YIELD,
     );
     let start = Start {
         commands,
@@ -188,22 +175,10 @@ pub(super) async fn exec_command(
         env_remove,
     };
     let outcome = exec::start(registry, start, yield_for, budget(args.max_output_tokens)).await?;
-    let f = fields(outcome, batch);
-    let output = ExecCommandOutput {
-        exit_code: f.exit_code,
-        session_id: f.session_id,
-        wall_time_ms: f.wall_time_ms,
-        output: f.output,
-        truncated: f.truncated,
-        output_file: f.output_file,
-        total_bytes: f.total_bytes,
-        output_file_cut: f.output_file_cut,
-        items: f.items,
-        note: f.note,
-    };
+    let (output, text) = result(outcome, batch);
     Ok(Reply {
         output,
-        text: Some(f.text),
+        text: Some(text),
         extra: Vec::new(),
     })
 }
@@ -212,7 +187,7 @@ pub(super) async fn write_stdin(
     registry: &Registry,
     cx: &CallContext,
     args: WriteStdinArgs,
-) -> Result<Reply<WriteStdinOutput>, ToolError> {
+) -> Result<Reply<ExecResult>, ToolError> {
     let id = u32::try_from(args.session_id).map_err(|_| {
         ToolError::invalid_input(format!(
             "session_id: {} is not a session id",
@@ -225,15 +200,15 @@ pub(super) async fn write_stdin(
         exec::kill(registry, &session, budget(args.max_output_tokens)).await?
     } else {
         let default = if chars.is_empty() {
-            limits::write_stdin::DEFAULT_POLL_MS
+            limits::write_stdin::DEFAULT_POLL
         } else {
-            limits::write_stdin::DEFAULT_YIELD_MS
+            limits::write_stdin::DEFAULT_YIELD
         };
-        let yield_for = clamp_ms(
+        let yield_for = clamp_wait(
             args.yield_time_ms,
             default,
-            limits::write_stdin::MIN_YIELD_MS,
-            limits::write_stdin::MAX_YIELD_MS,
+            limits::write_stdin::MIN_YIELD,
+            limits::write_stdin::MAX_YIELD,
         );
         exec::write(
             registry,
@@ -244,22 +219,10 @@ pub(super) async fn write_stdin(
         )
         .await?
     };
-    let f = fields(outcome, false);
-    let output = WriteStdinOutput {
-        exit_code: f.exit_code,
-        session_id: f.session_id,
-        wall_time_ms: f.wall_time_ms,
-        output: f.output,
-        truncated: f.truncated,
-        output_file: f.output_file,
-        total_bytes: f.total_bytes,
-        output_file_cut: f.output_file_cut,
-        items: None,
-        note: f.note,
-    };
+    let (output, text) = result(outcome, false);
     Ok(Reply {
         output,
-        text: Some(f.text),
+        text: Some(text),
         extra: Vec::new(),
     })
 }

@@ -5,7 +5,7 @@
 //! results even though the walk passed through its directory. Withheld results are counted,
 //! never shown.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use base64::Engine as _;
 use generated::core::{FindArgs, FindArgsMode, FindOutput, actions, limits};
@@ -78,9 +78,9 @@ pub(super) fn run(
         },
         glob: args.glob,
         context: usize::try_from(args.context_lines.unwrap_or(0)).unwrap_or(0),
-        max: usize::try_from(limits::find::MAX_RESULTS).unwrap_or(200),
+        max: limits::find::MAX_RESULTS,
         after: args.cursor.as_deref().map(decode_cursor).transpose()?,
-        deadline: Instant::now() + Duration::from_millis(limits::find::TIME_BUDGET_MS),
+        deadline: Instant::now() + limits::find::TIME_BUDGET.duration(),
     };
     let found = search::search(&bases, &query)?;
 
@@ -115,8 +115,8 @@ pub(super) fn run(
     }
     if found.timed_out {
         notes.push(format!(
-            "stopped after {} s; narrow `paths` or `glob`",
-            limits::find::TIME_BUDGET_MS / 1000
+            "stopped after {}; narrow `paths` or `glob`",
+            limits::find::TIME_BUDGET
         ));
     }
     if withheld > 0 {

@@ -10,11 +10,11 @@ mod view_image;
 use std::sync::Arc;
 
 use generated::core::{
-    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs, ExecCommandOutput, FindArgs,
-    FindOutput, ReadArgs, ReadOutput, ViewImageArgs, ViewImageOutput, WriteStdinArgs,
-    WriteStdinOutput,
+    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs, FindArgs, FindOutput,
+    ReadArgs, ReadOutput, ViewImageArgs, ViewImageOutput, WriteStdinArgs,
 };
 use generated::desktop::DesktopHandlers;
+use generated::types::ExecResult;
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
 
 use crate::ops::path_policy::Roots;
@@ -92,7 +92,7 @@ impl CoreHandlers for CoreTools {
         &self,
         call: Authorized<ExecCommandArgs>,
         cx: &CallContext,
-    ) -> Result<Reply<ExecCommandOutput>, ToolError> {
+    ) -> Result<Reply<ExecResult>, ToolError> {
         exec::exec_command(&self.terminal, &self.roots, cx, call.into_inner()).await
     }
 
@@ -100,7 +100,7 @@ impl CoreHandlers for CoreTools {
         &self,
         call: Authorized<WriteStdinArgs>,
         cx: &CallContext,
-    ) -> Result<Reply<WriteStdinOutput>, ToolError> {
+    ) -> Result<Reply<ExecResult>, ToolError> {
         exec::write_stdin(&self.terminal, cx, call.into_inner()).await
     }
 

@@ -63,7 +63,7 @@ fn expand(
     notes: &mut Vec<String>,
     entries: &mut Vec<ReadEntry>,
 ) -> (Vec<Request>, bool) {
-    let max = usize::try_from(limits::read::MAX_GLOB_MATCHES).unwrap_or(200);
+    let max = limits::read::MAX_GLOB_MATCHES;
     let mut out = Vec::new();
     let mut cut = false;
     for req in requests {
@@ -149,9 +149,9 @@ pub(super) fn run(
     cx: &CallContext,
     args: ReadArgs,
 ) -> Result<Reply<ReadOutput>, ToolError> {
-    let per_file = usize::try_from(limits::read::MAX_FILE_BYTES).unwrap_or(usize::MAX);
-    let mut remaining = usize::try_from(limits::read::MAX_TOTAL_BYTES).unwrap_or(usize::MAX);
-    let max_entries = usize::try_from(limits::read::MAX_DIR_ENTRIES).unwrap_or(usize::MAX);
+    let per_file = limits::read::MAX_FILE.as_usize();
+    let mut remaining = limits::read::MAX_TOTAL.as_usize();
+    let max_entries = limits::read::MAX_DIR_ENTRIES;
 
     let mut requests: Vec<Request> = args
         .paths
@@ -245,10 +245,10 @@ pub(super) fn run(
                     truncated = true;
                     let mut e = entry(&req.path, ReadEntryKind::Error);
                     e.error_code = Some(ErrorCode::OutputLimit.as_str().to_string());
-                    e.note = Some(
-                        "not read: this call already returned its 512 KB; read it in another call"
-                            .into(),
-                    );
+                    e.note = Some(format!(
+                        "not read: this call already returned its {}; read it in another call",
+                        limits::read::MAX_TOTAL
+                    ));
                     entries.push(e);
                     continue;
                 }
@@ -260,9 +260,9 @@ pub(super) fn run(
                         if let Some(next) = slice.next_start_line {
                             truncated = true;
                             let why = if budget < per_file {
-                                "the call's 512 KB"
+                                format!("the call's {}", limits::read::MAX_TOTAL)
                             } else {
-                                "the 256 KB per-file cap"
+                                format!("the {} per-file cap", limits::read::MAX_FILE)
                             };
                             e.note = Some(slice.note.map_or_else(
                                 || format!("cut at {why}; continue with start_line {next}"),
@@ -295,7 +295,10 @@ pub(super) fn run(
                             }
                             Ok(_) => {
                                 truncated = true;
-                                e.note = Some("image not inlined: it would pass this call's 512 KB; use view_image".into());
+                                e.note = Some(format!(
+                                    "image not inlined: it would pass this call's {}; use view_image",
+                                    limits::read::MAX_TOTAL
+                                ));
                             }
                             Err(err) => {
                                 e.error_code = Some(err.code.as_str().to_string());

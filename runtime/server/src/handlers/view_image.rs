@@ -10,9 +10,9 @@ use crate::ops::path_policy::{Kind, Roots};
 /// The bounds `view_image` applies (and `read` uses for images among its paths).
 pub(super) fn bounds() -> Bounds {
     Bounds {
-        max_file_bytes: limits::view_image::MAX_FILE_BYTES,
-        max_pixels: limits::view_image::MAX_PIXELS,
-        max_dimension: u32::try_from(limits::view_image::MAX_DIMENSION).unwrap_or(2048),
+        max_file_bytes: limits::view_image::MAX_FILE.get(),
+        max_pixels: limits::view_image::MAX_PIXELS as u64,
+        max_dimension: u32::try_from(limits::view_image::MAX_DIMENSION).unwrap_or(u32::MAX),
     }
 }
 
