@@ -5,5 +5,5 @@ use std::path::PathBuf;
 
 fn main() {
     let here = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
-    codegen::build_script(&here.join("surface.toml"), false);
+    codegen::build_script(&here.join("surface.toml"), false, None);
 }

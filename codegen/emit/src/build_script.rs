@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 pub const SURFACE_ENV: &str = "GANTRY_SURFACE";
 
 /// Generates the surface at `default_surface` (or at `$GANTRY_SURFACE` when `honour_env`)
-/// into `OUT_DIR`. It writes nowhere else and deletes nothing, so the compiled Rust always
-/// equals what the surface says and no source file can be stale. Problems are printed as
-/// cargo directives, which fail the build with every diagnostic listed.
-pub fn build_script(default_surface: &Path, honour_env: bool) {
+/// into `OUT_DIR`: every file, or only those named in `only`. It writes nowhere else and
+/// deletes nothing, so the compiled Rust always equals what the surface says and no source
+/// file can be stale. Problems are printed as cargo directives, which fail the build with
+/// every diagnostic listed.
+pub fn build_script(default_surface: &Path, honour_env: bool, only: Option<&[&str]>) {
     let surface = match std::env::var_os(SURFACE_ENV) {
         Some(p) if honour_env && !p.is_empty() => PathBuf::from(p),
         _ => default_surface.to_path_buf(),
@@ -43,7 +44,18 @@ pub fn build_script(default_surface: &Path, honour_env: bool) {
             return;
         }
     };
+    let wanted = only.unwrap_or_default();
+    if let Some(missing) = wanted.iter().find(|n| !files.contains_key(**n)) {
+        println!(
+            "cargo::error={} generates no `{missing}` (does it declare what that file needs?)",
+            surface.display()
+        );
+        return;
+    }
     for (rel, contents) in &files {
+        if only.is_some_and(|names| !names.contains(&rel.as_str())) {
+            continue;
+        }
         let path = out_dir.join(rel);
         let written = path
             .parent()

@@ -825,3 +825,65 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
         pub const CEDAR_SCHEMA: &str = include_str!(concat!(env!("OUT_DIR"), "/surface.cedarschema"));
     })
 }
+
+/// `error_codes.rs`: the `ErrorCode` enum of the surface's `[errors]`, for `tool_api` (which
+/// every crate's errors go through) to include from its own `OUT_DIR`.
+pub fn error_codes_rs(surface: &Surface) -> Result<String, String> {
+    let variants: Vec<Ident> = surface
+        .errors
+        .iter()
+        .map(|e| pascal(&e.code.to_lowercase()))
+        .collect();
+    let decls = surface.errors.iter().zip(&variants).map(|(e, v)| {
+        let d = &e.description;
+        quote!(#[doc = #d] #v,)
+    });
+    let codes = surface.errors.iter().zip(&variants).map(|(e, v)| {
+        let c = &e.code;
+        quote!(ErrorCode::#v => #c,)
+    });
+    let descriptions = surface.errors.iter().zip(&variants).map(|(e, v)| {
+        let d = &e.description;
+        quote!(ErrorCode::#v => #d,)
+    });
+    let parse = surface.errors.iter().zip(&variants).map(|(e, v)| {
+        let c = &e.code;
+        quote!(#c => Some(ErrorCode::#v),)
+    });
+    let denials = surface.errors.iter().filter(|e| e.denial).map(|e| &e.code);
+    render(quote! {
+        /// Stable error codes, from surface.toml's `[errors]`. Clients may match on them; they
+        /// never change meaning.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            #(#decls)*
+        }
+
+        impl ErrorCode {
+            /// Codes a refusal can carry; the first is the policy engine's default.
+            pub const DENIALS: &'static [&'static str] = &[#(#denials),*];
+
+            /// The code as it appears in results and logs.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    #(#codes)*
+                }
+            }
+
+            /// What the code means.
+            pub const fn description(self) -> &'static str {
+                match self {
+                    #(#descriptions)*
+                }
+            }
+
+            /// The code named `code`, if there is one.
+            pub fn from_code(code: &str) -> Option<Self> {
+                match code {
+                    #(#parse)*
+                    _ => None,
+                }
+            }
+        }
+    })
+}

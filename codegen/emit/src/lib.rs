@@ -19,7 +19,8 @@ pub use emit_schema::{Role, input_schema, output_schema};
 use std::collections::BTreeMap;
 
 /// Generated files keyed by their path relative to the output directory (always with `/`):
-/// `surface.rs`, `schemas/<tool>.input.json`, `schemas/<tool>.output.json`, `TOOLS.md` and
+/// `surface.rs`, `error_codes.rs` (when the surface declares `[errors]`),
+/// `schemas/<tool>.input.json`, `schemas/<tool>.output.json`, `TOOLS.md` and
 /// `surface.cedarschema`.
 pub type Files = BTreeMap<String, String>;
 
@@ -64,6 +65,9 @@ pub fn generate_from(surface: &surface::Surface) -> Result<Files, String> {
                 emit_schema::to_file(&out),
             );
         }
+    }
+    if !surface.errors.is_empty() {
+        files.insert("error_codes.rs".into(), emit_rust::error_codes_rs(surface)?);
     }
     files.insert("TOOLS.md".into(), emit_docs::tools_md(surface));
     files.insert("surface.cedarschema".into(), emit_cedar::schema(surface));

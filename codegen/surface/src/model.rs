@@ -52,6 +52,21 @@ pub struct Surface {
     pub types: Vec<ObjectType>,
     /// Tools, in declaration order.
     pub tools: Vec<Tool>,
+    /// The error codes a call can end with, in declaration order (may be empty for a
+    /// fixture surface; gantry's own declares the one list every crate uses).
+    pub errors: Vec<ErrorDecl>,
+}
+
+/// One stable error code.
+#[derive(Debug, Clone)]
+pub struct ErrorDecl {
+    /// SCREAMING_SNAKE_CASE, as clients see it.
+    pub code: String,
+    /// What it means.
+    pub description: String,
+    /// Whether a refusal can carry it: the policy engine's default denial is the first such
+    /// code, and a policy's `@code(...)` may name any of them.
+    pub denial: bool,
 }
 
 /// A permission the user can turn on or off.
@@ -393,6 +408,16 @@ mod raw {
         #[serde(default)]
         pub types: IndexMap<Spanned<String>, RawType>,
         pub tools: IndexMap<Spanned<String>, RawTool>,
+        #[serde(default)]
+        pub errors: IndexMap<Spanned<String>, RawError>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RawError {
+        pub description: Option<Spanned<String>>,
+        #[serde(default)]
+        pub denial: bool,
     }
 
     #[derive(Deserialize)]
@@ -1010,12 +1035,51 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         }
         tools.push(tool);
     }
+    let errors = raw
+        .errors
+        .into_iter()
+        .map(|(code, e)| {
+            let screaming = code
+                .get_ref()
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            if !screaming || code.get_ref().is_empty() {
+                ck.error(
+                    code.span(),
+                    format!(
+                        "error code `{}` must be SCREAMING_SNAKE_CASE",
+                        code.get_ref()
+                    ),
+                    None,
+                );
+            }
+            let description =
+                required_description(ck, e.description, code.span(), "error code", code.get_ref());
+            ErrorDecl {
+                code: code.into_inner(),
+                description,
+                denial: e.denial,
+            }
+        })
+        .collect::<Vec<_>>();
+    if !errors.is_empty() && !errors.iter().any(|e| e.denial) {
+        ck.error(
+            0..0,
+            "[errors] declares no code with `denial = true`",
+            Some(
+                "refusals need a code: mark PERMISSION_DENIED (the first denial is the default)"
+                    .into(),
+            ),
+        );
+    }
+
     Surface {
         permissions,
         connectors,
         resources,
         types,
         tools,
+        errors,
     }
 }
 

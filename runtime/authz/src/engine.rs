@@ -69,9 +69,6 @@ pub enum LoadError {
     },
 }
 
-/// The error codes a policy may give its denials with `@code("...")`.
-const DENIAL_CODES: &[&str] = &["PERMISSION_DENIED", "PATH_NOT_ALLOWED"];
-
 struct PolicyMeta {
     file: String,
     reason: Option<String>,
@@ -97,7 +94,8 @@ pub struct Decision {
 /// which may be a resolved path the caller did not write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
-    /// `PERMISSION_DENIED`, or the `@code` of the deciding policy (e.g. `PATH_NOT_ALLOWED`).
+    /// The engine's default denial code (`PERMISSION_DENIED`), or the `@code` of the
+    /// deciding policy (e.g. `PATH_NOT_ALLOWED`); always one of the codes it was loaded with.
     pub code: &'static str,
     /// The action that was refused.
     pub action: &'static str,
@@ -148,6 +146,8 @@ pub struct Engine {
     /// once when its gate is built.
     context_action: Option<EntityUid>,
     entity_types: HashMap<String, EntityTypeName>,
+    /// Codes a refusal may carry (the surface's denial codes); the first is the default.
+    denial_codes: &'static [&'static str],
 }
 
 impl std::fmt::Debug for Engine {
@@ -176,9 +176,20 @@ fn first_label_offset(diag: &dyn miette::Diagnostic) -> Option<usize> {
 }
 
 impl Engine {
-    /// Loads the schema and every policy file, validating strictly. Returns every problem at
-    /// once; a policy set with any problem is never used.
-    pub fn load(schema_text: &str, files: &[PolicyFile]) -> Result<Engine, Vec<LoadError>> {
+    /// Loads the schema and every policy file, validating strictly. `denial_codes` are the
+    /// codes a refusal may carry (a policy names one with `@code`), the first the default;
+    /// they come from the surface's `[errors]`. Returns every problem at once; a policy set
+    /// with any problem is never used.
+    pub fn load(
+        schema_text: &str,
+        files: &[PolicyFile],
+        denial_codes: &'static [&'static str],
+    ) -> Result<Engine, Vec<LoadError>> {
+        let Some(default_denial) = denial_codes.first().copied() else {
+            return Err(vec![LoadError::Schema {
+                reason: "no denial code given (the surface's [errors] marks none `denial`)".into(),
+            }]);
+        };
         let (schema, warnings) = Schema::from_cedarschema_str(schema_text).map_err(|e| {
             vec![LoadError::Schema {
                 reason: e.to_string(),
@@ -252,8 +263,8 @@ impl Engine {
                     continue;
                 }
                 let code = match policy.annotation("code") {
-                    None => "PERMISSION_DENIED",
-                    Some(c) => match DENIAL_CODES.iter().find(|k| **k == c) {
+                    None => default_denial,
+                    Some(c) => match denial_codes.iter().find(|k| **k == c) {
                         Some(k) => k,
                         None => {
                             errors.push(LoadError::Policy {
@@ -263,7 +274,7 @@ impl Engine {
                                 column,
                                 reason: format!(
                                     "unknown @code `{c}` (use one of {})",
-                                    DENIAL_CODES.join(", ")
+                                    denial_codes.join(", ")
                                 ),
                             });
                             continue;
@@ -396,7 +407,13 @@ impl Engine {
             resources_for,
             context_action,
             entity_types,
+            denial_codes,
         })
+    }
+
+    /// The code of a refusal no policy gave a code to.
+    fn default_denial(&self) -> &'static str {
+        self.denial_codes.first().copied().unwrap_or_default()
     }
 
     /// The ids of the loaded policies, sorted.
@@ -465,7 +482,7 @@ impl Engine {
         reason: &str,
     ) -> Denial {
         Denial {
-            code: "PERMISSION_DENIED",
+            code: self.default_denial(),
             action,
             resource_type,
             policy: None,
@@ -585,7 +602,7 @@ impl Engine {
         let resource_type = resource.entity_type();
         if let Some(error) = decision.errors.first() {
             return Denial {
-                code: "PERMISSION_DENIED",
+                code: self.default_denial(),
                 action: action.as_str(),
                 resource_type,
                 policy: None,
@@ -616,7 +633,7 @@ impl Engine {
                     .unwrap_or_else(|| "forbidden by policy".into()),
             },
             None => Denial {
-                code: "PERMISSION_DENIED",
+                code: self.default_denial(),
                 action: action.as_str(),
                 resource_type,
                 policy: None,

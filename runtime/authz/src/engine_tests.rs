@@ -70,6 +70,7 @@ fn engine(policies: &str) -> Result<Engine, Vec<LoadError>> {
             name: "p.cedar".into(),
             text: policies.into(),
         }],
+        &["PERMISSION_DENIED", "PATH_NOT_ALLOWED"],
     )
 }
 

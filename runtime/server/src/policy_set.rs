@@ -52,6 +52,10 @@ pub fn load(dir: Option<&Path>) -> Result<Engine, Vec<String>> {
         Some(d) => from_dir(d).map_err(|e| vec![e])?,
         None => builtin(),
     };
-    Engine::load(generated::CEDAR_SCHEMA, &files)
-        .map_err(|errs| errs.iter().map(LoadError::to_string).collect())
+    Engine::load(
+        generated::CEDAR_SCHEMA,
+        &files,
+        tool_api::ErrorCode::DENIALS,
+    )
+    .map_err(|errs| errs.iter().map(LoadError::to_string).collect())
 }

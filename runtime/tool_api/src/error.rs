@@ -2,51 +2,9 @@
 
 use std::fmt;
 
-/// Stable error codes. Clients may match on them; they never change meaning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    /// Arguments do not match the tool's schema or rules.
-    InvalidInput,
-    /// A policy refused the call.
-    PermissionDenied,
-    /// A path resolves outside the approved roots (or to something never allowed).
-    PathNotAllowed,
-    /// The thing named does not exist.
-    NotFound,
-    /// A patch does not fit the file it targets (its lines are not there).
-    PatchMismatch,
-    /// The operation ran out of time.
-    Timeout,
-    /// A result would exceed a declared limit.
-    OutputLimit,
-    /// The operating system refused or failed.
-    OsError,
-    /// The tool is declared but its handler does not exist yet.
-    NotImplemented,
-    /// The tool is not published by this connector.
-    UnknownTool,
-    /// A bug in gantry; the message says what to report.
-    Internal,
-}
-
-impl ErrorCode {
-    /// The code as it appears in results and logs.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidInput => "INVALID_INPUT",
-            ErrorCode::PermissionDenied => "PERMISSION_DENIED",
-            ErrorCode::PathNotAllowed => "PATH_NOT_ALLOWED",
-            ErrorCode::NotFound => "NOT_FOUND",
-            ErrorCode::PatchMismatch => "PATCH_MISMATCH",
-            ErrorCode::Timeout => "TIMEOUT",
-            ErrorCode::OutputLimit => "OUTPUT_LIMIT",
-            ErrorCode::OsError => "OS_ERROR",
-            ErrorCode::NotImplemented => "NOT_IMPLEMENTED",
-            ErrorCode::UnknownTool => "UNKNOWN_TOOL",
-            ErrorCode::Internal => "INTERNAL",
-        }
-    }
-}
+// `ErrorCode`: generated from surface.toml's `[errors]` by `build.rs`, so the list is
+// declared once (and documented in TOOLS.md from the same place).
+include!(concat!(env!("OUT_DIR"), "/error_codes.rs"));
 
 impl fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -122,10 +80,8 @@ impl ToolError {
 
 impl From<authz::Denial> for ToolError {
     fn from(d: authz::Denial) -> Self {
-        let code = match d.code {
-            "PATH_NOT_ALLOWED" => ErrorCode::PathNotAllowed,
-            _ => ErrorCode::PermissionDenied,
-        };
+        // authz only hands out codes from `ErrorCode::DENIALS`; the fallback is unreachable.
+        let code = ErrorCode::from_code(d.code).unwrap_or(ErrorCode::PermissionDenied);
         Self::new(code, d.to_string())
     }
 }

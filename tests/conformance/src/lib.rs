@@ -122,7 +122,7 @@ impl FixtureApp {
             name: "conformance/rules/fixtures.cedar".into(),
             text: include_str!("../rules/fixtures.cedar").into(),
         }];
-        let engine = Engine::load(CEDAR_SCHEMA, &policies).map_err(|e| {
+        let engine = Engine::load(CEDAR_SCHEMA, &policies, ErrorCode::DENIALS).map_err(|e| {
             e.iter()
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()

@@ -372,7 +372,9 @@ fn render(output: &ReadOutput) -> String {
                 out,
                 "==> {} (error: {}) <==",
                 e.path,
-                e.error_code.as_deref().unwrap_or("OS_ERROR")
+                e.error_code
+                    .as_deref()
+                    .unwrap_or(ErrorCode::OsError.as_str())
             ),
         };
         if let Some(text) = &e.text {
