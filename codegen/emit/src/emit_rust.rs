@@ -629,6 +629,9 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
     Ok(quote! {
         #[doc = #module_doc]
         pub mod #m {
+        /// The connector's name: its endpoint path, token name and Cedar principal id.
+        pub const NAME: &str = #connector;
+
         #[allow(unused_imports)]
         use super::types::*;
 
@@ -767,6 +770,40 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
             },
         }
     });
+    let perm_variants: Vec<Ident> = surface
+        .permissions
+        .iter()
+        .map(|p| pascal(&p.name))
+        .collect();
+    let perm_decls = surface
+        .permissions
+        .iter()
+        .zip(&perm_variants)
+        .map(|(p, v)| {
+            let d = format!("`{}`: {}", p.name, p.description);
+            quote!(#[doc = #d] #v,)
+        });
+    let perm_names = surface
+        .permissions
+        .iter()
+        .zip(&perm_variants)
+        .map(|(p, v)| {
+            let n = &p.name;
+            quote!(Permission::#v => #n,)
+        });
+    let perm_parse = surface
+        .permissions
+        .iter()
+        .zip(&perm_variants)
+        .map(|(p, v)| {
+            let n = &p.name;
+            quote!(#n => Some(Permission::#v),)
+        });
+    let schema_routes = surface.connectors.iter().map(|c| {
+        let m = ident(&c.name);
+        let n = &c.name;
+        quote!(#n => #m::derived_input_schema(name),)
+    });
     let params: Vec<Ident> = surface.connectors.iter().map(|c| pascal(&c.name)).collect();
     let bounds = surface.connectors.iter().map(|c| {
         let p = pascal(&c.name);
@@ -809,6 +846,46 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
                     #(#route_arms)*
                     _ => Err(tool_api::ToolError::unknown_tool(name)),
                 }
+            }
+        }
+
+        /// A permission, as a type: code names one through this, never as a string.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Permission {
+            #(#perm_decls)*
+        }
+
+        impl Permission {
+            /// Every permission, in declaration order (the order of [`PERMISSIONS`]).
+            pub const ALL: &'static [Permission] = &[#(Permission::#perm_variants),*];
+
+            /// The name used in surface.toml, the config file and Cedar contexts.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    #(#perm_names)*
+                }
+            }
+
+            /// The permission called `name`, if there is one.
+            pub fn from_name(name: &str) -> Option<Self> {
+                match name {
+                    #(#perm_parse)*
+                    _ => None,
+                }
+            }
+
+            /// Its row of [`PERMISSIONS`].
+            pub fn spec(self) -> &'static tool_api::PermissionSpec {
+                &PERMISSIONS[self as usize]
+            }
+        }
+
+        /// What schemars derives from the argument type of tool `name` of `connector` (see
+        /// each connector's `derived_input_schema`).
+        pub fn derived_input_schema(connector: &str, name: &str) -> Option<schemars::Schema> {
+            match connector {
+                #(#schema_routes)*
+                _ => None,
             }
         }
 

@@ -347,22 +347,11 @@ mod tests {
         let s = Settings::resolve(&args_with_config(dir.path(), None)).unwrap();
         assert!(!s.config_exists);
         assert!(!s.read_only);
-        for p in [
-            "read",
-            "search",
-            "write_create",
-            "write_edit",
-            "write_move",
-            "write_delete",
-            "exec",
-            "session_recording",
-            "agents",
-        ] {
-            assert_eq!(s.permissions.get(p), Some(&true), "{p}");
-        }
-        let windows = cfg!(windows);
-        for p in ["screen", "control", "clipboard_read", "clipboard_write"] {
-            assert_eq!(s.permissions.get(p), Some(&windows), "{p}");
+        // Core's permissions are on everywhere; the desktop's only where they can work.
+        for p in generated::Permission::ALL {
+            let desktop = p.spec().platforms == [tool_api::Platform::Windows];
+            let want = !desktop || cfg!(windows);
+            assert_eq!(s.permissions.get(p.name()), Some(&want), "{}", p.name());
         }
         assert_eq!((s.host.as_str(), s.port), (DEFAULT_HOST, DEFAULT_PORT));
     }
@@ -375,8 +364,12 @@ mod tests {
             Some("read_only = true\nport = 9000\n[permissions]\nexec = false\ncontrol = true\n"),
         );
         let s = Settings::resolve(&args).unwrap();
-        assert_eq!(s.permissions.get("exec"), Some(&false));
-        assert_eq!(s.permissions.get("control"), Some(&true));
+        let (exec, control) = (
+            generated::Permission::Exec.name(),
+            generated::Permission::Control.name(),
+        );
+        assert_eq!(s.permissions.get(exec), Some(&false));
+        assert_eq!(s.permissions.get(control), Some(&true));
         assert!(s.read_only);
         assert_eq!(s.port, 9000);
         args.port = Some(0);

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use generated::Permission;
 use tool_api::{ConnectorSpec, Platform, ToolSpec};
 
 /// Permission choices plus the facts that mask them.
@@ -25,19 +26,14 @@ impl PermissionState {
 
     /// On as stored and possible on this platform (read-only mode not applied).
     fn available(&self, name: &str) -> bool {
-        let supported = generated::PERMISSIONS
-            .iter()
-            .find(|p| p.name == name)
-            .is_some_and(|p| p.platforms.contains(&self.platform));
+        let supported = Permission::from_name(name)
+            .is_some_and(|p| p.spec().platforms.contains(&self.platform));
         supported && self.stored.get(name).copied().unwrap_or(false)
     }
 
     /// In effect: available and not masked by read-only mode.
     pub fn effective(&self, name: &str) -> bool {
-        let mutates = generated::PERMISSIONS
-            .iter()
-            .find(|p| p.name == name)
-            .is_some_and(|p| p.mutates);
+        let mutates = Permission::from_name(name).is_some_and(|p| p.spec().mutates);
         self.available(name) && !(self.read_only && mutates)
     }
 
@@ -80,6 +76,11 @@ impl PermissionState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use generated::core::actions::*;
+    use generated::desktop;
+
+    const CORE: &str = generated::core::NAME;
+    const DESKTOP: &str = generated::desktop::NAME;
 
     fn all_on() -> BTreeMap<&'static str, bool> {
         generated::PERMISSIONS
@@ -92,60 +93,65 @@ mod tests {
         state.published(connector).map(|t| t.name).collect()
     }
 
+    fn tools(actions: &[tool_api::ActionId]) -> Vec<&'static str> {
+        actions.iter().map(|a| a.as_str()).collect()
+    }
+
     #[test]
     fn find_replaces_the_shell_only_when_exec_is_off() {
         let mut stored = all_on();
         let on = PermissionState::new(Platform::Linux, false, stored.clone());
         assert_eq!(
-            names(&on, "core"),
-            [
-                "read",
-                "view_image",
-                "apply_patch",
-                "exec_command",
-                "write_stdin",
-                "session",
-                "agents"
-            ]
+            names(&on, CORE),
+            tools(&[
+                READ,
+                VIEW_IMAGE,
+                APPLY_PATCH,
+                EXEC_COMMAND,
+                WRITE_STDIN,
+                SESSION,
+                AGENTS
+            ])
         );
-        stored.insert("exec", false);
+        stored.insert(Permission::Exec.name(), false);
         let off = PermissionState::new(Platform::Linux, false, stored);
         assert_eq!(
-            names(&off, "core"),
-            [
-                "read",
-                "view_image",
-                "find",
-                "apply_patch",
-                "session",
-                "agents"
-            ]
+            names(&off, CORE),
+            tools(&[READ, VIEW_IMAGE, FIND, APPLY_PATCH, SESSION, AGENTS])
         );
     }
 
     #[test]
     fn read_only_masks_mutating_permissions_but_keeps_the_snapshot_honest() {
         let state = PermissionState::new(Platform::Linux, true, all_on());
-        assert!(state.effective("read"));
-        assert!(!state.effective("exec"));
-        assert!(!state.effective("write_edit"));
+        assert!(state.effective(Permission::Read.name()));
+        assert!(!state.effective(Permission::Exec.name()));
+        assert!(!state.effective(Permission::WriteEdit.name()));
         // exec off by read-only: find becomes the search path; apply_patch has no write left.
         assert_eq!(
-            names(&state, "core"),
-            ["read", "view_image", "find", "session"]
+            names(&state, CORE),
+            tools(&[READ, VIEW_IMAGE, FIND, SESSION])
         );
         let snap = state.snapshot();
         assert!(snap.read_only);
-        assert!(snap.permissions.contains(&("exec", true)));
+        assert!(snap.permissions.contains(&(Permission::Exec.name(), true)));
     }
 
     #[test]
     fn desktop_permissions_are_masked_off_windows_but_kept() {
         let linux = PermissionState::new(Platform::Linux, false, all_on());
-        assert!(!linux.effective("screen"));
-        assert!(linux.snapshot().permissions.contains(&("screen", false)));
+        assert!(!linux.effective(Permission::Screen.name()));
+        assert!(
+            linux
+                .snapshot()
+                .permissions
+                .contains(&(Permission::Screen.name(), false))
+        );
         let windows = PermissionState::new(Platform::Windows, false, all_on());
-        assert!(windows.effective("screen"));
-        assert_eq!(names(&windows, "desktop"), ["observe", "computer"]);
+        assert!(windows.effective(Permission::Screen.name()));
+        assert_eq!(
+            names(&windows, DESKTOP),
+            tools(&[desktop::actions::OBSERVE, desktop::actions::COMPUTER])
+        );
     }
 }
