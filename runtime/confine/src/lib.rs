@@ -1,0 +1,10 @@
+//! Confinement to the approved roots. [`path_policy`] is the one place a path is resolved
+//! (absolute, symlinks followed, `..` applied as the OS does, Windows spellings refused) and
+//! described for Cedar; [`fs`] reads, writes and removes only through directory-relative
+//! opens below a root that never follow a symlink out; [`winpath`] holds the Windows path
+//! rules as pure functions, so they are tested on every platform and under Wine.
+
+mod beneath;
+pub mod fs;
+pub mod path_policy;
+pub mod winpath;
