@@ -664,18 +664,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         .permissions
         .into_iter()
         .map(|(name, p)| {
-            if !tool_name_ok(name.get_ref()) {
-                ck.error(
-                    name.span(),
-                    format!(
-                        "permission name `{}` must be snake_case ASCII",
-                        name.get_ref()
-                    ),
-                    None,
-                );
-            }
-            let description =
-                required_description(ck, p.description, name.span(), "permission", name.get_ref());
+            let description = named_item(ck, &name, p.description, "permission");
             Permission {
                 name: name.into_inner(),
                 description,
@@ -690,18 +679,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         .connectors
         .into_iter()
         .map(|(name, c)| {
-            if !tool_name_ok(name.get_ref()) {
-                ck.error(
-                    name.span(),
-                    format!(
-                        "connector name `{}` must be snake_case ASCII",
-                        name.get_ref()
-                    ),
-                    None,
-                );
-            }
-            let description =
-                required_description(ck, c.description, name.span(), "connector", name.get_ref());
+            let description = named_item(ck, &name, c.description, "connector");
             Connector {
                 name: name.into_inner(),
                 title: c.title,
@@ -1081,6 +1059,23 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         tools,
         errors,
     }
+}
+
+/// Checks a snake_case name and its required description; returns the description.
+fn named_item(
+    ck: &mut Checker<'_>,
+    name: &Spanned<String>,
+    description: Option<Spanned<String>>,
+    what: &str,
+) -> String {
+    if !tool_name_ok(name.get_ref()) {
+        ck.error(
+            name.span(),
+            format!("{what} name `{}` must be snake_case ASCII", name.get_ref()),
+            None,
+        );
+    }
+    required_description(ck, description, name.span(), what, name.get_ref())
 }
 
 fn required_description(

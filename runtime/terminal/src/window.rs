@@ -165,13 +165,7 @@ impl Window {
             self.all.push_str(text);
             if self.all.len() > IN_MEMORY {
                 // Too big to hold: keep head and tail, send the whole stream to disk.
-                self.open_spill();
-                let all = std::mem::take(&mut self.all);
-                self.write_spill(&all);
-                let h = floor_char(&all, KEEP);
-                self.head = all[..h].to_string();
-                let t = ceil_char(&all, all.len().saturating_sub(KEEP));
-                self.tail = all[t..].to_string();
+                self.spill_window();
             }
             return;
         }
@@ -181,6 +175,17 @@ impl Window {
             let t = ceil_char(&self.tail, self.tail.len() - KEEP);
             self.tail.drain(..t);
         }
+    }
+
+    /// Moves the in-memory window to the spill file, keeping only its head and tail.
+    fn spill_window(&mut self) {
+        self.open_spill();
+        let all = std::mem::take(&mut self.all);
+        self.write_spill(&all);
+        let h = floor_char(&all, KEEP);
+        self.head = all[..h].to_string();
+        let t = ceil_char(&all, all.len().saturating_sub(KEEP));
+        self.tail = all[t..].to_string();
     }
 
     /// Takes what arrived, bounded to `budget` bytes inline, and starts a new window.
@@ -194,13 +199,7 @@ impl Window {
         } else {
             if !spilling {
                 // Over the inline budget: the whole window goes to a file too.
-                self.open_spill();
-                let all = std::mem::take(&mut self.all);
-                self.write_spill(&all);
-                let h = floor_char(&all, KEEP);
-                self.head = all[..h].to_string();
-                let t = ceil_char(&all, all.len().saturating_sub(KEEP));
-                self.tail = all[t..].to_string();
+                self.spill_window();
             }
             let half = budget / 2;
             let h = floor_char(&self.head, half);
