@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
@@ -26,9 +26,10 @@ pub fn gantry() -> &'static str {
     env!("CARGO_BIN_EXE_gantry")
 }
 
-/// A private workspace for one test.
+/// A private workspace for one test (or bench): its own config, state, home and root.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,
+    root: Option<PathBuf>,
 }
 
 impl Sandbox {
@@ -37,11 +38,22 @@ impl Sandbox {
         std::fs::create_dir_all(dir.path().join("root")).unwrap();
         std::fs::create_dir_all(dir.path().join("state")).unwrap();
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        Sandbox { dir }
+        Sandbox { dir, root: None }
+    }
+
+    /// A sandbox whose approved root is `root` (which may live outside it, e.g. a reused
+    /// bench tree) instead of its own `root/`.
+    pub fn rooted_at(root: &Path) -> Sandbox {
+        Sandbox {
+            root: Some(root.to_path_buf()),
+            ..Sandbox::new()
+        }
     }
 
     pub fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
+        self.root
+            .clone()
+            .unwrap_or_else(|| self.dir.path().join("root"))
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -72,6 +84,20 @@ impl Sandbox {
         ]
     }
 
+    /// `serve` of the gantry binary at `binary` with this sandbox's config, state and root,
+    /// its home as HOME (login shells must never read the real profile), started in its root;
+    /// `extra` flags appended.
+    pub fn serve(&self, binary: &Path, extra: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(binary);
+        cmd.arg("serve")
+            .args(self.args())
+            .args(extra)
+            .current_dir(self.root())
+            .env("GANTRY_LOG", "warn")
+            .env("HOME", self.path("home"));
+        cmd
+    }
+
     /// A real MCP client talking to `gantry serve --stdio`.
     pub async fn stdio(&self, extra: &[&str]) -> RunningService<RoleClient, ()> {
         self.stdio_of(Path::new(gantry()), extra).await
@@ -79,61 +105,54 @@ impl Sandbox {
 
     /// A real MCP client talking to `serve --stdio` of the gantry binary at `binary`.
     pub async fn stdio_of(&self, binary: &Path, extra: &[&str]) -> RunningService<RoleClient, ()> {
-        let args = self.args();
-        let cwd = self.root();
-        let home = self.path("home");
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let transport =
-            TokioChildProcess::new(tokio::process::Command::new(binary).configure(|cmd| {
-                cmd.arg("serve")
-                    .arg("--stdio")
-                    .args(&args)
-                    .args(&extra)
-                    .current_dir(&cwd)
-                    .env("GANTRY_LOG", "warn")
-                    // Login shells must never read the real home's profile.
-                    .env("HOME", &home);
-            }))
-            .unwrap();
-        ().serve(transport).await.unwrap()
+        let mut cmd = self.serve(binary, &["--stdio"]);
+        cmd.args(extra);
+        stdio_client(cmd).await.1
     }
 
     /// `gantry serve` over HTTP on a free port.
     pub async fn http(&self, extra: &[&str]) -> HttpServer {
-        let mut child = tokio::process::Command::new(gantry())
-            .arg("serve")
-            .args(self.args())
-            .args(["--port", "0"])
-            .args(extra)
-            .current_dir(self.root())
-            .env("GANTRY_LOG", "warn")
-            .env("HOME", self.path("home"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let mut urls = HashMap::new();
-        // One line per served connector; on Linux that is `core` only.
-        let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        let (name, url) = first.split_once(' ').unwrap();
-        urls.insert(name.to_string(), url.to_string());
-        while let Ok(Ok(Some(line))) =
-            tokio::time::timeout(Duration::from_millis(200), lines.next_line()).await
-        {
-            if let Some((name, url)) = line.split_once(' ') {
-                urls.insert(name.to_string(), url.to_string());
-            }
-        }
-        HttpServer { child, urls }
+        let mut cmd = self.serve(Path::new(gantry()), &["--port", "0"]);
+        cmd.args(extra);
+        http_server(cmd).await
     }
+}
+
+/// A real MCP client on the stdio of `cmd` (a `serve --stdio` command), and the server's pid.
+pub async fn stdio_client(cmd: tokio::process::Command) -> (u32, RunningService<RoleClient, ()>) {
+    let transport = TokioChildProcess::new(cmd).unwrap();
+    let pid = transport.id().unwrap();
+    (pid, ().serve(transport).await.unwrap())
+}
+
+/// Starts `cmd` (a `serve` over HTTP) and reads the URL it prints for each connector.
+pub async fn http_server(mut cmd: tokio::process::Command) -> HttpServer {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut urls = HashMap::new();
+    // One line per served connector; on Linux that is `core` only.
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let (name, url) = first.split_once(' ').unwrap();
+    urls.insert(name.to_string(), url.to_string());
+    while let Ok(Ok(Some(line))) =
+        tokio::time::timeout(Duration::from_millis(200), lines.next_line()).await
+    {
+        if let Some((name, url)) = line.split_once(' ') {
+            urls.insert(name.to_string(), url.to_string());
+        }
+    }
+    HttpServer { child, urls }
 }
 
 pub struct HttpServer {

@@ -13,11 +13,15 @@ use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use support::{Sandbox, gantry, stdio_client};
 
 fn shell() -> String {
     terminal::shell::Shell::detect()
@@ -71,31 +75,12 @@ fn benches(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let (root, state, home) = (
-        tmp.path().join("root"),
-        tmp.path().join("state"),
-        tmp.path().join("home"),
-    );
-    for d in [&root, &state, &home] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let sb = Sandbox::new();
+    let home = sb.path("home");
     let _runtime = rt.enter();
-    let transport = TokioChildProcess::new(
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_gantry")).configure(|cmd| {
-            cmd.args(["serve", "--stdio", "--config"])
-                .arg(tmp.path().join("none.toml"))
-                .arg("--state-dir")
-                .arg(&state)
-                .arg("--root")
-                .arg(&root)
-                .env("HOME", &home)
-                .env("GANTRY_LOG", "error");
-        }),
-    )
-    .unwrap();
-    let pid = transport.id().unwrap();
-    let client = rt.block_on(async { ().serve(transport).await.unwrap() });
+    let mut cmd = sb.serve(Path::new(gantry()), &["--stdio"]);
+    cmd.env("GANTRY_LOG", "error");
+    let (pid, client) = rt.block_on(stdio_client(cmd));
 
     let mut g = c.benchmark_group("exec echo hi");
     g.bench_function("floor: same shell in a PTY from Rust", |b| {

@@ -18,35 +18,34 @@ use std::process::Command;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use support::{Sandbox, gantry, stdio_client};
 
 struct Server {
     client: RunningService<RoleClient, ()>,
+    /// Keeps the sandbox (config, state, home) alive as long as the server.
+    _sandbox: Sandbox,
 }
 
 impl Server {
-    async fn start(root: &Path, state: &Path, exec: bool) -> Server {
-        let config = state.join("config.toml");
-        std::fs::write(&config, format!("[permissions]\nexec = {exec}\n")).unwrap();
-        let (root, state) = (root.to_path_buf(), state.to_path_buf());
-        let transport = TokioChildProcess::new(
-            tokio::process::Command::new(env!("CARGO_BIN_EXE_gantry")).configure(|cmd| {
-                cmd.args(["serve", "--stdio", "--config"])
-                    .arg(&config)
-                    .arg("--state-dir")
-                    .arg(&state)
-                    .arg("--root")
-                    .arg(&root)
-                    .env("GANTRY_LOG", "error");
-            }),
-        )
-        .unwrap();
+    async fn start(sandbox: Sandbox, exec: bool) -> Server {
+        sandbox.config(&format!("[permissions]\nexec = {exec}\n"));
+        let mut cmd = sandbox.serve(Path::new(gantry()), &["--stdio"]);
+        // File tools as users run them: the real HOME, not the sandbox's.
+        if let Some(home) = std::env::var_os("HOME") {
+            cmd.env("HOME", home);
+        }
+        cmd.env("GANTRY_LOG", "error");
         Server {
-            client: ().serve(transport).await.unwrap(),
+            client: stdio_client(cmd).await.1,
+            _sandbox: sandbox,
         }
     }
 
@@ -105,11 +104,8 @@ fn benches(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("root");
-    let state = tmp.path().join("state");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::create_dir_all(&state).unwrap();
+    let sb = Sandbox::new();
+    let root = sb.root();
     std::fs::write(root.join("1k.txt"), "0123456789abcdef\n".repeat(60)).unwrap();
     std::fs::write(
         root.join("256k.txt"),
@@ -119,7 +115,7 @@ fn benches(c: &mut Criterion) {
     let (original, forward, back) = patch_pair(50_000, 100);
     std::fs::write(root.join("big.txt"), &original).unwrap();
 
-    let server = rt.block_on(Server::start(&root, &state, true));
+    let server = rt.block_on(Server::start(sb, true));
     let mut g = c.benchmark_group("read");
     g.bench_function("protocol floor: call refused at decode", |b| {
         b.iter(|| black_box(rt.block_on(server.call("read", json!({})))))
@@ -162,10 +158,11 @@ fn benches(c: &mut Criterion) {
     g.finish();
     drop(server);
 
+    let scratch = tempfile::tempdir().unwrap();
     let tree_dir: PathBuf = std::env::var_os("GANTRY_BENCH_TREE")
-        .map_or_else(|| tmp.path().join("tree"), PathBuf::from);
+        .map_or_else(|| scratch.path().join("tree"), PathBuf::from);
     tree(&tree_dir);
-    let finder = rt.block_on(Server::start(&tree_dir, &state, false));
+    let finder = rt.block_on(Server::start(Sandbox::rooted_at(&tree_dir), false));
     let mut g = c.benchmark_group("find 20k files / 200 MB");
     g.sample_size(10).measurement_time(Duration::from_secs(20));
     let rg = Command::new("rg")

@@ -7,13 +7,18 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
-use tokio::io::AsyncBufReadExt;
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use support::{Sandbox, gantry, http_server};
 
 const CLIENTS: usize = 200;
 const CALLS: usize = 50;
@@ -69,39 +74,19 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let tmp = tempfile::tempdir().unwrap();
-        let (root, state, home) = (
-            tmp.path().join("root"),
-            tmp.path().join("state"),
-            tmp.path().join("home"),
-        );
-        for d in [&root, &state, &home] {
-            std::fs::create_dir_all(d).unwrap();
-        }
+        let sb = Sandbox::new();
         std::fs::write(
-            root.join("1k.txt"),
+            sb.root().join("1k.txt"),
             format!("{}\n", "0123456789abcdef".repeat(64))
                 .repeat(1)
                 .get(..1024)
                 .unwrap_or_default(),
         )
         .unwrap();
-        let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
-            .args(["serve", "--port", "0", "--config"])
-            .arg(tmp.path().join("none.toml"))
-            .arg("--state-dir")
-            .arg(&state)
-            .arg("--root")
-            .arg(&root)
-            .env("HOME", &home)
-            .env("GANTRY_LOG", "error")
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
-        let line = lines.next_line().await.unwrap().unwrap();
-        let url: Arc<str> = Arc::from(line.split_once(' ').unwrap().1);
+        let mut cmd = sb.serve(Path::new(gantry()), &["--port", "0"]);
+        cmd.env("GANTRY_LOG", "error");
+        let mut server = http_server(cmd).await;
+        let url: Arc<str> = Arc::from(server.url(generated::core::NAME));
 
         // Baseline: one client, one call at a time.
         let single = client(&url).await;
@@ -168,6 +153,6 @@ fn main() {
         .unwrap();
         println!("healthz after the load: {}", health.status());
         assert!(errors.is_empty(), "{} errors", errors.len());
-        let _ = server.kill().await;
+        let _ = server.child.kill().await;
     });
 }

@@ -14,15 +14,18 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use support::{Sandbox, gantry, stdio_client};
 
 const PEER: &str = "@modelcontextprotocol/server-filesystem";
 const PEER_VERSION: &str = "2026.8.31";
@@ -57,9 +60,8 @@ struct Target {
 }
 
 async fn start(cmd: tokio::process::Command) -> (u32, Arc<RunningService<RoleClient, ()>>) {
-    let transport = TokioChildProcess::new(cmd).unwrap();
-    let pid = transport.id().unwrap();
-    (pid, Arc::new(().serve(transport).await.unwrap()))
+    let (pid, client) = stdio_client(cmd).await;
+    (pid, Arc::new(client))
 }
 
 /// CPU time (user + system) a process has used so far, in microseconds.
@@ -339,25 +341,14 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let tmp = tempfile::tempdir().unwrap();
-        let (root, state, home) = (tmp.path().join("root"), tmp.path().join("state"), tmp.path().join("home"));
-        for d in [&root, &state, &home] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        let root = root.canonicalize().unwrap();
+        let sb = Sandbox::new();
+        let root = sb.root().canonicalize().unwrap();
         std::fs::write(root.join("1k.txt"), format!("{}\n", "x".repeat(1023))).unwrap();
         std::fs::write(root.join("256k.txt"), format!("{}\n", "y".repeat(1023)).repeat(256)).unwrap();
 
         let gantry_cmd = || {
-            let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_gantry"));
-            c.args(["serve", "--stdio", "--config"])
-                .arg(tmp.path().join("none.toml"))
-                .arg("--state-dir")
-                .arg(&state)
-                .arg("--root")
-                .arg(&root)
-                .env("HOME", &home)
-                .env("GANTRY_LOG", "error");
+            let mut c = sb.serve(Path::new(gantry()), &["--stdio"]);
+            c.env("GANTRY_LOG", "error");
             c
         };
         let fs_cmd = || {
