@@ -1,5 +1,6 @@
 //! `cargo codegen [--check]`: refresh the goldens of every generated file (one insta snapshot
-//! each, under `generated/` and `tests/conformance/generated/`), or only compare them.
+//! each, under `generated/` and the fixture surfaces' `generated/` folders), or only compare
+//! them.
 //!
 //! The goldens test is the one writer, so the stored form is insta's and a reviewer sees the
 //! same files `tests/run` checks. The build itself never needs this: `generated/build.rs`

@@ -13,6 +13,10 @@ const SURFACES: &[(&str, &str)] = &[
         "tests/conformance/surface.toml",
         "tests/conformance/generated",
     ),
+    (
+        "tests/surface_fixture/surface.toml",
+        "tests/surface_fixture/generated",
+    ),
 ];
 
 fn workspace() -> PathBuf {

@@ -80,7 +80,8 @@ impl ToolError {
 
 impl From<authz::Denial> for ToolError {
     fn from(d: authz::Denial) -> Self {
-        // authz only hands out codes from `ErrorCode::DENIALS`; the fallback is unreachable.
+        // gantry's engine only hands out codes from `ErrorCode::DENIALS`; a fixture surface
+        // with codes of its own falls back to the default denial.
         let code = ErrorCode::from_code(d.code).unwrap_or(ErrorCode::PermissionDenied);
         Self::new(code, d.to_string())
     }
