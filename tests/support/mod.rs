@@ -21,6 +21,14 @@ pub fn workspace(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// A single-threaded tokio runtime with I/O and timers, as the benches drive their clients.
+pub fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The binary under test.
 pub fn gantry() -> &'static str {
     env!("CARGO_BIN_EXE_gantry")

@@ -3,6 +3,7 @@
 
 mod diagnostics;
 mod model;
+mod vocabulary;
 
 pub use diagnostics::{Diagnostic, Diagnostics};
 pub use model::*;

@@ -12,32 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diagnostics::{Diagnostic, Diagnostics, SourceMap};
-
-/// Platforms a permission, connector or tool can exist on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Platform {
-    /// Microsoft Windows.
-    Windows,
-    /// Apple macOS.
-    Macos,
-    /// Linux.
-    Linux,
-}
-
-impl Platform {
-    /// Every platform, in a stable order.
-    pub const ALL: [Platform; 3] = [Platform::Windows, Platform::Macos, Platform::Linux];
-
-    /// The lower-case name used in surface.toml and in Cedar contexts.
-    pub fn name(self) -> &'static str {
-        match self {
-            Platform::Windows => "windows",
-            Platform::Macos => "macos",
-            Platform::Linux => "linux",
-        }
-    }
-}
+pub use crate::vocabulary::{Annotations, Platform, Status};
 
 /// A validated surface: everything the emitters need, in declaration order.
 #[derive(Debug, Clone)]
@@ -207,28 +182,6 @@ pub enum ItemType {
     Integer,
     /// Objects of a named type.
     Object(String),
-}
-
-/// Whether a tool's handler exists yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// The runtime must provide a handler (a missing one is a compile error).
-    Ready,
-    /// Declared and published, answered with `NOT_IMPLEMENTED`.
-    Planned,
-}
-
-/// MCP tool annotations; all four are always published.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Annotations {
-    /// `readOnlyHint`.
-    pub read_only: bool,
-    /// `destructiveHint`.
-    pub destructive: bool,
-    /// `idempotentHint`.
-    pub idempotent: bool,
-    /// `openWorldHint`.
-    pub open_world: bool,
 }
 
 /// A sub-operation of a tool that is authorized on its own (a patch's file operations, a

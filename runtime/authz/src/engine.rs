@@ -69,6 +69,17 @@ pub enum LoadError {
     },
 }
 
+impl LoadError {
+    /// Every problem of a failed load, one per line.
+    pub fn lines(errors: &[LoadError]) -> String {
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
 struct PolicyMeta {
     file: String,
     reason: Option<String>,

@@ -71,10 +71,7 @@ async fn call(client: &RunningService<RoleClient, ()>, args: Value) -> rmcp::mod
 }
 
 fn benches(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = support::current_thread_runtime();
     let sb = Sandbox::new();
     let home = sb.path("home");
     let _runtime = rt.enter();

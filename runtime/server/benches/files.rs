@@ -100,10 +100,7 @@ fn patch_pair(lines: usize, hunks: usize) -> (String, String, String) {
 }
 
 fn benches(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = support::current_thread_runtime();
     let sb = Sandbox::new();
     let root = sb.root();
     std::fs::write(root.join("1k.txt"), "0123456789abcdef\n".repeat(60)).unwrap();

@@ -336,10 +336,7 @@ fn main() {
         );
         return;
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = support::current_thread_runtime();
     rt.block_on(async {
         let sb = Sandbox::new();
         let root = sb.root().canonicalize().unwrap();

@@ -1,37 +1,6 @@
 //! The types of the static surface tables the generated crate fills in.
 
-/// An operating system family gantry distinguishes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Platform {
-    /// Microsoft Windows.
-    Windows,
-    /// Apple macOS.
-    Macos,
-    /// Linux (and, for now, other Unixes).
-    Linux,
-}
-
-impl Platform {
-    /// The platform this binary was built for.
-    pub const fn current() -> Platform {
-        if cfg!(windows) {
-            Platform::Windows
-        } else if cfg!(target_os = "macos") {
-            Platform::Macos
-        } else {
-            Platform::Linux
-        }
-    }
-
-    /// `windows`, `macos` or `linux`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Platform::Windows => "windows",
-            Platform::Macos => "macos",
-            Platform::Linux => "linux",
-        }
-    }
-}
+pub use surface::{Annotations, Platform, Status};
 
 /// One boolean per platform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,28 +54,6 @@ pub struct ConnectorSpec {
     pub platforms: &'static [Platform],
     /// Most bytes its tools/list may take.
     pub discovery_budget: usize,
-}
-
-/// Whether a tool's handler exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// Implemented.
-    Ready,
-    /// Declared; answers `NOT_IMPLEMENTED`.
-    Planned,
-}
-
-/// MCP tool annotations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Annotations {
-    /// `readOnlyHint`.
-    pub read_only: bool,
-    /// `destructiveHint`.
-    pub destructive: bool,
-    /// `idempotentHint`.
-    pub idempotent: bool,
-    /// `openWorldHint`.
-    pub open_world: bool,
 }
 
 /// A separately authorized operation of a tool.

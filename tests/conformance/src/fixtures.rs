@@ -116,12 +116,8 @@ impl FixtureApp {
             name: "conformance/rules/fixtures.cedar".into(),
             text: include_str!("../rules/fixtures.cedar").into(),
         }];
-        let engine = Engine::load(CEDAR_SCHEMA, &policies, ErrorCode::DENIALS).map_err(|e| {
-            e.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n")
-        })?;
+        let engine = Engine::load(CEDAR_SCHEMA, &policies, ErrorCode::DENIALS)
+            .map_err(|e| authz::LoadError::lines(&e))?;
         let snapshot = Snapshot {
             platform: tool_api::Platform::current().name(),
             read_only: false,

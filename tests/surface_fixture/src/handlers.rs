@@ -137,12 +137,7 @@ pub fn call_context(
         }],
         DeclaredErrorCode::DENIALS,
     )
-    .map_err(|e| {
-        e.iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    })?;
+    .map_err(|e| authz::LoadError::lines(&e))?;
     let snapshot = Snapshot {
         platform,
         read_only: false,
