@@ -220,19 +220,27 @@ async fn a_build_serves_exactly_the_surface_file_it_was_built_from() {
         std::fs::write(&copy, &edited).unwrap();
     }
 
+    // Every file outside target/ (and .git/), with its size and modification time.
+    fn files(
+        dir: &std::path::Path,
+        out: &mut BTreeMap<std::path::PathBuf, (u64, std::time::SystemTime)>,
+    ) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let (path, ty) = (e.path(), e.file_type().unwrap());
+            if ty.is_dir() {
+                if e.file_name() != "target" && e.file_name() != ".git" {
+                    files(&path, out);
+                }
+            } else {
+                let m = e.metadata().unwrap();
+                out.insert(path, (m.len(), m.modified().unwrap()));
+            }
+        }
+    }
     let tree = || {
-        let out = std::process::Command::new("git")
-            .args([
-                "status",
-                "--porcelain",
-                "--untracked-files=all",
-                "--ignored=no",
-            ])
-            .current_dir(&root)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git status failed");
-        String::from_utf8(out.stdout).unwrap()
+        let mut out = BTreeMap::new();
+        files(&root, &mut out);
+        out
     };
     let before = tree();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());

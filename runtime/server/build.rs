@@ -33,7 +33,10 @@ fn main() {
         );
     }
     out.push_str("];\n");
-    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
+    let Some(out_dir) = std::env::var_os("OUT_DIR").map(PathBuf::from) else {
+        println!("cargo::error=OUT_DIR is not set (run this as a build script)");
+        return;
+    };
     if let Err(e) = std::fs::write(out_dir.join("builtin_policies.rs"), out) {
         println!("cargo::error=cannot write builtin_policies.rs: {e}");
     }

@@ -12,12 +12,21 @@ pub const SURFACE_ENV: &str = "GANTRY_SURFACE";
 /// file can be stale. Problems are printed as cargo directives, which fail the build with
 /// every diagnostic listed.
 pub fn build_script(default_surface: &Path, honour_env: bool, only: Option<&[&str]>) {
+    if honour_env {
+        println!("cargo::rerun-if-env-changed={SURFACE_ENV}");
+    }
     let surface = match std::env::var_os(SURFACE_ENV) {
         Some(p) if honour_env && !p.is_empty() => PathBuf::from(p),
         _ => default_surface.to_path_buf(),
     };
-    if honour_env {
-        println!("cargo::rerun-if-env-changed={SURFACE_ENV}");
+    // Each crate's build script runs in its own directory: a relative path would name a
+    // different file for `generated` and `tool_api`, and their surfaces could disagree.
+    if !surface.is_absolute() {
+        println!(
+            "cargo::error={SURFACE_ENV}={} is relative; give an absolute path",
+            surface.display()
+        );
+        return;
     }
     println!("cargo::rerun-if-changed={}", surface.display());
     let Some(out_dir) = std::env::var_os("OUT_DIR").map(PathBuf::from) else {

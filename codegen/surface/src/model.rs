@@ -426,12 +426,20 @@ mod raw {
         #[serde(rename = "enum")]
         pub enum_values: Option<Spanned<Vec<String>>>,
         pub default: Option<Spanned<toml::Value>>,
-        pub minimum: Option<i64>,
-        pub maximum: Option<i64>,
-        pub min_length: Option<u64>,
-        pub max_length: Option<u64>,
-        pub min_items: Option<u64>,
-        pub max_items: Option<u64>,
+        pub minimum: Option<Spanned<RawBound>>,
+        pub maximum: Option<Spanned<RawBound>>,
+        pub min_length: Option<Spanned<RawBound>>,
+        pub max_length: Option<Spanned<RawBound>>,
+        pub min_items: Option<Spanned<RawBound>>,
+        pub max_items: Option<Spanned<RawBound>>,
+    }
+
+    /// A bound as written: a number, or `"{limit}"` naming one of the tool's count limits.
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    pub(super) enum RawBound {
+        Number(i64),
+        Limit(String),
     }
 
     /// A limit as written: a count, or a string with a unit.
@@ -720,7 +728,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             }
             let description =
                 required_description(ck, t.description, name.span(), "type", name.get_ref());
-            let fields = build_fields(ck, t.fields, &type_names, FieldRole::Shared);
+            let fields = build_fields(ck, t.fields, &type_names, FieldRole::Shared, &[]);
             ObjectType {
                 name: name.into_inner(),
                 description,
@@ -861,9 +869,9 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 ),
             }
         }
-        let mut input = build_fields(ck, t.input, &type_names, FieldRole::Input);
+        let mut input = build_fields(ck, t.input, &type_names, FieldRole::Input, &limits);
         let has_inline_output = !t.output.is_empty();
-        let mut output = build_fields(ck, t.output, &type_names, FieldRole::Output);
+        let mut output = build_fields(ck, t.output, &type_names, FieldRole::Output, &limits);
         let output_type = t.output_type.map(|name| {
             if has_inline_output {
                 ck.error(
@@ -970,11 +978,13 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         .errors
         .into_iter()
         .map(|(code, e)| {
-            let screaming = code
-                .get_ref()
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-            if !screaming || code.get_ref().is_empty() {
+            // A leading letter: the code becomes a Rust variant (`404_GONE` could not).
+            let screaming = code.get_ref().starts_with(|c: char| c.is_ascii_uppercase())
+                && code
+                    .get_ref()
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            if !screaming {
                 ck.error(
                     code.span(),
                     format!(
@@ -1027,6 +1037,13 @@ fn named_item(
             format!("{what} name `{}` must be snake_case ASCII", name.get_ref()),
             None,
         );
+    } else if name.get_ref() == "self" {
+        // Its Rust variant or module would be the keyword `Self`/`self`.
+        ck.error(
+            name.span(),
+            format!("{what} name `self` is reserved in the generated Rust"),
+            None,
+        );
     }
     required_description(ck, description, name.span(), what, name.get_ref())
 }
@@ -1059,6 +1076,37 @@ fn required_description(
     }
 }
 
+/// A bound's value: a number as written, or the count limit it names as `"{name}"`.
+fn resolve_bound(
+    ck: &mut Checker<'_>,
+    bound: Option<Spanned<raw::RawBound>>,
+    limits: &[(String, Limit)],
+    field: &str,
+) -> Option<i64> {
+    let bound = bound?;
+    let span = bound.span();
+    match bound.into_inner() {
+        raw::RawBound::Number(n) => Some(n),
+        raw::RawBound::Limit(text) => {
+            let name = text.strip_prefix('{').and_then(|t| t.strip_suffix('}'));
+            match limits.iter().find(|(n, _)| Some(n.as_str()) == name) {
+                Some((_, Limit::Count(n))) => i64::try_from(*n).ok(),
+                _ => {
+                    ck.error(
+                        span,
+                        format!("bound `{text}` of `{field}` names no count limit of this tool"),
+                        Some(
+                            "write a number, or \"{name}\" for a bare-integer limit in `limits`"
+                                .into(),
+                        ),
+                    );
+                    None
+                }
+            }
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum FieldRole {
     Input,
@@ -1071,6 +1119,7 @@ fn build_fields(
     raw: IndexMap<Spanned<String>, raw::RawField>,
     type_names: &BTreeSet<String>,
     role: FieldRole,
+    limits: &[(String, Limit)],
 ) -> Vec<Field> {
     let mut fields = Vec::new();
     for (name, f) in raw {
@@ -1186,13 +1235,26 @@ fn build_fields(
             }
             serde_json::to_value(&value).unwrap_or(serde_json::Value::Null)
         });
+        let mut length = |b| {
+            let n = resolve_bound(ck, b, limits, &fname)?;
+            u64::try_from(n).ok().or_else(|| {
+                ck.error(
+                    name.span(),
+                    format!("field `{fname}` has a negative length or item bound"),
+                    None,
+                );
+                None
+            })
+        };
+        let (min_length, max_length) = (length(f.min_length), length(f.max_length));
+        let (min_items, max_items) = (length(f.min_items), length(f.max_items));
         let bounds = Bounds {
-            minimum: f.minimum,
-            maximum: f.maximum,
-            min_length: f.min_length,
-            max_length: f.max_length,
-            min_items: f.min_items,
-            max_items: f.max_items,
+            min_length,
+            max_length,
+            min_items,
+            max_items,
+            minimum: resolve_bound(ck, f.minimum, limits, &fname),
+            maximum: resolve_bound(ck, f.maximum, limits, &fname),
         };
         let misplaced = match ty {
             FieldType::Integer => {

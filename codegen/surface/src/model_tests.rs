@@ -124,8 +124,8 @@ fn missing_descriptions_are_all_reported_at_once() {
 #[test]
 fn arrays_need_items_and_unknown_types_are_named() {
     let text = SURFACE.replacen(
-        "type = \"array\", items = \"string\", max_items = 64",
-        "type = \"array\", max_items = 64",
+        "type = \"array\", items = \"string\", max_items = \"{max_paths}\"",
+        "type = \"array\", max_items = \"{max_paths}\"",
         1,
     );
     let errs = errors(&text);
@@ -229,6 +229,43 @@ fn a_shared_output_type_must_exist_and_stand_alone() {
     assert!(
         errs.iter()
             .any(|e| e.contains("unknown `output_type` `ExecResults`")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn a_bound_may_name_a_count_limit_of_its_tool() {
+    let s = Surface::parse("s.toml", SURFACE).unwrap();
+    let read = s.tools.iter().find(|t| t.name == "read").unwrap();
+    let paths = read.input.iter().find(|f| f.name == "paths").unwrap();
+    assert_eq!(paths.bounds.max_items, Some(64));
+    let errs = errors(&SURFACE.replacen(
+        "max_items = \"{max_paths}\"",
+        "max_items = \"{max_file}\"",
+        1,
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("bound `{max_file}` of `paths` names no count limit")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn names_that_cannot_become_rust_are_refused_with_their_place() {
+    let errs = errors(&format!(
+        "{SURFACE}\n[errors.404_GONE]\ndescription = \"x\"\n"
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("error code `404_GONE` must be SCREAMING_SNAKE_CASE")),
+        "{errs:?}"
+    );
+    let errs = errors(&format!(
+        "{SURFACE}\n[permissions.self]\ndescription = \"x\"\nmutates = false\ndefault = {{ windows = true, macos = true, linux = true }}\n"
+    ));
+    assert!(
+        errs.iter().any(|e| e.contains("permission name `self`")),
         "{errs:?}"
     );
 }

@@ -39,7 +39,7 @@ impl CoreHandlers for Noop {
         _call: Authorized<ViewImageArgs>,
         _cx: &CallContext,
     ) -> Result<Reply<ViewImageOutput>, ToolError> {
-        Err(ToolError::not_implemented("view_image"))
+        Err(ToolError::not_implemented(actions::VIEW_IMAGE.as_str()))
     }
 
     async fn find(
@@ -47,7 +47,7 @@ impl CoreHandlers for Noop {
         _call: Authorized<FindArgs>,
         _cx: &CallContext,
     ) -> Result<Reply<FindOutput>, ToolError> {
-        Err(ToolError::not_implemented("find"))
+        Err(ToolError::not_implemented(actions::FIND.as_str()))
     }
 
     async fn exec_command(
@@ -55,7 +55,7 @@ impl CoreHandlers for Noop {
         _call: Authorized<ExecCommandArgs>,
         _cx: &CallContext,
     ) -> Result<Reply<generated::types::ExecResult>, ToolError> {
-        Err(ToolError::not_implemented("exec_command"))
+        Err(ToolError::not_implemented(actions::EXEC_COMMAND.as_str()))
     }
 
     async fn write_stdin(
@@ -63,7 +63,7 @@ impl CoreHandlers for Noop {
         _call: Authorized<WriteStdinArgs>,
         _cx: &CallContext,
     ) -> Result<Reply<generated::types::ExecResult>, ToolError> {
-        Err(ToolError::not_implemented("write_stdin"))
+        Err(ToolError::not_implemented(actions::WRITE_STDIN.as_str()))
     }
 
     async fn apply_patch(

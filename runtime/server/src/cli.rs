@@ -66,7 +66,7 @@ pub struct ConfigArgs {
     #[arg(value_enum)]
     pub client: Client,
     /// The connector (default `core`).
-    #[arg(long, default_value = "core")]
+    #[arg(long, default_value = generated::core::NAME)]
     pub connector: String,
     /// The public host name a tunnel gives you (ChatGPT), e.g. `gantry.example.com`.
     #[arg(long, value_name = "HOST")]
@@ -120,7 +120,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub stdio: bool,
     /// The connector to serve with --stdio.
-    #[arg(long, default_value = "core", requires = "stdio")]
+    #[arg(long, default_value = generated::core::NAME, requires = "stdio")]
     pub connector: String,
 }
 

@@ -113,7 +113,7 @@ impl FixtureApp {
     /// permission on.
     pub fn new() -> Result<FixtureApp, String> {
         let policies = [PolicyFile {
-            name: "conformance/rules/fixtures.cedar".into(),
+            name: "tests/conformance/rules/fixtures.cedar".into(),
             text: include_str!("../rules/fixtures.cedar").into(),
         }];
         let engine = Engine::load(CEDAR_SCHEMA, &policies, ErrorCode::DENIALS)
