@@ -162,7 +162,7 @@ async fn each_operation_needs_its_own_permission() {
     let result = call(&client, "apply_patch", json!({ "patch": patch })).await;
     assert_eq!(
         text(&result),
-        "PERMISSION_DENIED: keep.txt: `apply_patch:delete` denied: the `write_delete` permission is off (policy `permission.write_delete` in policies/permissions.cedar); nothing was written"
+        "PERMISSION_DENIED: keep.txt: `apply_patch:delete` denied: the `write_delete` permission is off (policy `permission.write_delete` in the base generated from surface.toml); nothing was written"
     );
     assert_eq!(tree(&sb.root()), before);
     // Without the delete, the edit goes through.

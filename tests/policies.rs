@@ -12,9 +12,12 @@ fn policies_dir() -> std::path::PathBuf {
 
 fn copy_policies(to: &Path) {
     std::fs::create_dir_all(to).unwrap();
+    // The user rules only: the base (generated, and policies/base/) is always loaded.
     for entry in std::fs::read_dir(policies_dir()).unwrap() {
         let entry = entry.unwrap();
-        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
     }
 }
 
@@ -163,4 +166,63 @@ fn check_reports_every_problem_at_once() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("ok: policies (built in): "), "{stdout}");
+}
+
+/// The base holds whatever the user rules say: a blanket permit, or no rules at all, opens
+/// nothing the base forbids.
+#[tokio::test]
+async fn no_user_rule_can_open_what_the_base_forbids() {
+    let sb = Sandbox::new();
+    let dir = sb.path("policies");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("everything.cedar"),
+        "@id(\"user.everything\")\npermit (principal, action, resource);\n",
+    )
+    .unwrap();
+    let dir_arg = dir.display().to_string();
+
+    // Connector scoping: a Core call can never reach a Desktop tool.
+    let engine = std::sync::Arc::new(gantry::policy_set::load(Some(&dir)).unwrap());
+    let snapshot = authz::Snapshot {
+        platform: "windows",
+        read_only: false,
+        permissions: generated::PERMISSIONS
+            .iter()
+            .map(|p| (p.name, true))
+            .collect(),
+    };
+    let core = authz::Gate::for_snapshot(engine, generated::core::NAME, &snapshot).unwrap();
+    let denial = core
+        .authorize(generated::desktop::actions::OBSERVE, &tool_api::Host, ())
+        .unwrap_err();
+    assert_eq!(
+        denial.policy.map(|p| p.id).as_deref(),
+        Some("connector_scope.desktop")
+    );
+
+    // A permission that is off stays off.
+    sb.config("[permissions]\nexec = false\n");
+    let client = sb.stdio(&["--policies", &dir_arg]).await;
+    let r = call(&client, "exec_command", json!({ "cmd": "echo ran" })).await;
+    assert!(crate::support::is_error(&r));
+    assert!(
+        crate::support::text(&r).contains("policy `permission.exec`"),
+        "{}",
+        crate::support::text(&r)
+    );
+    client.cancel().await.unwrap();
+
+    // Read-only mode holds with an empty policy directory.
+    let empty = sb.path("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    sb.config("");
+    let client = sb
+        .stdio(&["--read-only", "--policies", &empty.display().to_string()])
+        .await;
+    let patch = "*** Begin Patch\n*** Add File: new.txt\n+x\n*** End Patch";
+    let r = call(&client, "apply_patch", json!({ "patch": patch })).await;
+    assert!(crate::support::is_error(&r), "{}", crate::support::text(&r));
+    assert!(!sb.root().join("new.txt").exists());
+    client.cancel().await.unwrap();
 }

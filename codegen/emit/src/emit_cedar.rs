@@ -73,7 +73,7 @@ pub fn schema(surface: &Surface) -> String {
     );
     let _ = writeln!(
         w,
-        "// Read-only mode is applied by policy (see policies/modes.cedar), not here."
+        "// Read-only mode masks the mutating ones here too, and a base policy refuses them."
     );
     let _ = writeln!(w, "type Permissions = {{");
     for p in &surface.permissions {
@@ -149,4 +149,64 @@ fn action(w: &mut String, name: &str, groups: &[String], resources: &[String]) {
     let _ = writeln!(w, "  resource: [{}],", resources.join(", "));
     let _ = writeln!(w, "  context: Snapshot,");
     let _ = writeln!(w, "}};");
+}
+
+/// Renders `base.cedar`: the policies every policy set starts with, derived from the surface so
+/// that no user policy file can drop them. Each connector reaches only its own tools (a permit,
+/// and a forbid that no user permit can outweigh), each permission gates its group, and
+/// read-only mode refuses everything that mutates.
+pub fn base_policies(surface: &Surface) -> String {
+    let mut s = String::new();
+    let w = &mut s;
+    let _ = writeln!(w, "// @generated from surface.toml. Do not edit.");
+    let _ = writeln!(w, "//");
+    let _ = writeln!(
+        w,
+        "// The base of every policy set, always loaded: user policies (policies/*.cedar or"
+    );
+    let _ = writeln!(
+        w,
+        "// --policies DIR) can narrow what it allows and never open what it forbids."
+    );
+    for c in &surface.connectors {
+        let group = connector_group(&c.name);
+        let _ = writeln!(w);
+        let _ = writeln!(w, "@id(\"connector.{}\")", c.name);
+        let _ = writeln!(
+            w,
+            "permit (principal == Connector::\"{}\", action in Action::\"{group}\", resource);",
+            c.name
+        );
+        let _ = writeln!(w);
+        let _ = writeln!(w, "@id(\"connector_scope.{}\")", c.name);
+        let _ = writeln!(
+            w,
+            "@reason(\"the tool belongs to connector `{}`, not to the one the call arrived on\")",
+            c.name
+        );
+        let _ = writeln!(
+            w,
+            "forbid (principal, action in Action::\"{group}\", resource)\nunless {{ principal == Connector::\"{}\" }};",
+            c.name
+        );
+    }
+    for p in &surface.permissions {
+        let _ = writeln!(w);
+        let _ = writeln!(w, "@id(\"permission.{}\")", p.name);
+        let _ = writeln!(w, "@reason(\"the `{}` permission is off\")", p.name);
+        let _ = writeln!(
+            w,
+            "forbid (principal, action in Action::\"{}\", resource)\nunless {{ context.permissions.{} }};",
+            permission_group(&p.name),
+            p.name
+        );
+    }
+    let _ = writeln!(w);
+    let _ = writeln!(w, "@id(\"mode.read_only\")");
+    let _ = writeln!(w, "@reason(\"read-only mode is on\")");
+    let _ = writeln!(
+        w,
+        "forbid (principal, action in Action::\"{MUTATING_GROUP}\", resource)\nwhen {{ context.read_only }};"
+    );
+    s
 }

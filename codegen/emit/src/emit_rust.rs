@@ -900,6 +900,10 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
 
         /// The Cedar schema policies are validated against.
         pub const CEDAR_SCHEMA: &str = include_str!(concat!(env!("OUT_DIR"), "/surface.cedarschema"));
+
+        /// The base policies every policy set starts with (connector scoping, one gate per
+        /// permission, read-only mode), derived from the surface.
+        pub const BASE_POLICIES: &str = include_str!(concat!(env!("OUT_DIR"), "/base.cedar"));
     })
 }
 

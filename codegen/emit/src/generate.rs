@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 /// Generated files keyed by their path relative to the output directory (always with `/`):
 /// `surface.rs`, `error_codes.rs` (when the surface declares `[errors]`),
-/// `schemas/<tool>.input.json`, `schemas/<tool>.output.json`, `TOOLS.md` and
-/// `surface.cedarschema`.
+/// `schemas/<tool>.input.json`, `schemas/<tool>.output.json`, `TOOLS.md`,
+/// `surface.cedarschema` and `base.cedar`.
 pub type Files = BTreeMap<String, String>;
 
 /// Everything that can stop generation.
@@ -60,6 +60,10 @@ pub fn generate_from(surface: &surface::Surface) -> Result<Files, String> {
     files.insert(
         "surface.cedarschema".into(),
         crate::emit_cedar::schema(surface),
+    );
+    files.insert(
+        "base.cedar".into(),
+        crate::emit_cedar::base_policies(surface),
     );
     Ok(files)
 }

@@ -5,7 +5,7 @@
 //! (against `base` or the first root); resolve it the way the OS would (symlinks followed,
 //! `..` applied after them) for the part that exists; append the not-yet-existing rest
 //! lexically (it has no symlinks to follow). The result says whether it lies inside an approved
-//! root and what kind of thing it is; `policies/paths.cedar` decides.
+//! root and what kind of thing it is; `policies/base/paths.cedar` decides.
 
 use std::path::{Component, Path, PathBuf};
 

@@ -42,15 +42,16 @@ impl PermissionState {
         self.read_only
     }
 
-    /// The Cedar context of a call. Read-only mode travels as its own fact so the policy that
-    /// applies it can say so.
+    /// The Cedar context of a call: the permissions in effect (read-only mode masks the
+    /// mutating ones here too, so a policy set without the read-only rule still cannot use
+    /// them), and read-only mode as its own fact so the rule that applies it can say so.
     pub fn snapshot(&self) -> authz::Snapshot {
         authz::Snapshot {
             platform: self.platform.name(),
             read_only: self.read_only,
             permissions: generated::PERMISSIONS
                 .iter()
-                .map(|p| (p.name, self.available(p.name)))
+                .map(|p| (p.name, self.effective(p.name)))
                 .collect(),
         }
     }
@@ -122,7 +123,7 @@ mod tests {
     }
 
     #[test]
-    fn read_only_masks_mutating_permissions_but_keeps_the_snapshot_honest() {
+    fn read_only_masks_mutating_permissions_in_the_listing_and_the_facts() {
         let state = PermissionState::new(Platform::Linux, true, all_on());
         assert!(state.effective(Permission::Read.name()));
         assert!(!state.effective(Permission::Exec.name()));
@@ -134,7 +135,8 @@ mod tests {
         );
         let snap = state.snapshot();
         assert!(snap.read_only);
-        assert!(snap.permissions.contains(&(Permission::Exec.name(), true)));
+        assert!(snap.permissions.contains(&(Permission::Exec.name(), false)));
+        assert!(snap.permissions.contains(&(Permission::Read.name(), true)));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Where the policy files come from: the built-in copy of `policies/`, or a directory given
-//! with `--policies`.
+//! Where the policy files come from: the base (generated from surface.toml, plus the embedded
+//! `policies/base/`), always; then the user rules, from `--policies DIR` or the embedded
+//! `policies/*.cedar`.
 
 use std::path::Path;
 
@@ -7,15 +8,32 @@ use authz::{Engine, LoadError, PolicyFile};
 
 include!(concat!(env!("OUT_DIR"), "/builtin_policies.rs"));
 
-/// The built-in policy files, named as in the source tree.
-pub fn builtin() -> Vec<PolicyFile> {
-    BUILTIN_POLICIES
-        .iter()
+/// Where the generated base policies are said to come from, in denials and load errors.
+pub const GENERATED_BASE: &str = "the base generated from surface.toml";
+
+fn embedded(rows: &[(&str, &str)], dir: &str) -> Vec<PolicyFile> {
+    rows.iter()
         .map(|(name, text)| PolicyFile {
-            name: format!("policies/{name}"),
+            name: format!("{dir}{name}"),
             text: (*text).to_string(),
         })
         .collect()
+}
+
+/// The base every policy set starts with: the rules generated from surface.toml and
+/// `policies/base/`. No policy directory can drop them.
+pub fn base() -> Vec<PolicyFile> {
+    let mut files = vec![PolicyFile {
+        name: GENERATED_BASE.into(),
+        text: generated::BASE_POLICIES.into(),
+    }];
+    files.extend(embedded(BUILTIN_BASE, "policies/base/"));
+    files
+}
+
+/// The shipped user rules (`policies/*.cedar`), used when no `--policies` is given.
+pub fn builtin() -> Vec<PolicyFile> {
+    embedded(BUILTIN_USER, "policies/")
 }
 
 /// Every `*.cedar` file of `dir`, sorted by name.
@@ -28,12 +46,6 @@ pub fn from_dir(dir: &Path) -> Result<Vec<PolicyFile>, String> {
         .filter(|p| p.extension().is_some_and(|x| x == "cedar") && p.is_file())
         .collect();
     paths.sort();
-    if paths.is_empty() {
-        return Err(format!(
-            "policy directory {} holds no .cedar file",
-            dir.display()
-        ));
-    }
     paths
         .into_iter()
         .map(|p| {
@@ -46,12 +58,14 @@ pub fn from_dir(dir: &Path) -> Result<Vec<PolicyFile>, String> {
         .collect()
 }
 
-/// Loads and validates the policy set against the generated Cedar schema.
+/// Loads the base and the user rules (`dir`, or the shipped `policies/`) and validates them
+/// together against the generated Cedar schema. An empty directory is fine: the base alone.
 pub fn load(dir: Option<&Path>) -> Result<Engine, Vec<String>> {
-    let files = match dir {
+    let mut files = base();
+    files.extend(match dir {
         Some(d) => from_dir(d).map_err(|e| vec![e])?,
         None => builtin(),
-    };
+    });
     Engine::load(
         generated::CEDAR_SCHEMA,
         &files,
