@@ -468,3 +468,76 @@ async fn the_text_block_names_empty_files_and_ranges_past_the_end() {
     );
     client.cancel().await.unwrap();
 }
+
+/// gantry's own files (config, state with its tokens and audit, policies) cannot be read,
+/// searched, edited or deleted through the tools, even inside a root; and a config that
+/// vanishes while serving refuses every call instead of falling back to fresh defaults.
+#[tokio::test]
+async fn gantrys_own_files_are_out_of_reach_of_its_tools() {
+    let sb = Sandbox::with_own_files_in_root();
+    sb.config("[permissions]\nexec = false\n");
+    std::fs::write(sb.path("notes.txt"), "mine\n").unwrap();
+    // The tokens an HTTP server keeps there (stdio creates none of its own).
+    let token = "kq3-secret-token-Xw";
+    std::fs::write(
+        sb.path("state/tokens.toml"),
+        format!("core = \"{token}\"\n"),
+    )
+    .unwrap();
+    let client = sb.stdio(&[]).await;
+
+    let r = call(
+        &client,
+        "read",
+        json!({ "paths": ["state/tokens.toml", "config.toml", "state/audit.jsonl", "notes.txt"] }),
+    )
+    .await;
+    let entries = structured(&r)["entries"].clone();
+    for e in entries.as_array().unwrap().iter().take(3) {
+        assert_eq!(e["error_code"], "PATH_NOT_ALLOWED", "{e}");
+        assert!(
+            e["note"]
+                .as_str()
+                .unwrap()
+                .contains("path.gantry_own_files"),
+            "{e}"
+        );
+    }
+    assert_eq!(entries[3]["text"], "mine\n", "other files are readable");
+    let glob = call(&client, "read", json!({ "paths": ["state/*"] })).await;
+    assert!(!text(&glob).contains(token), "no token through a glob");
+    let found = call(&client, "find", json!({ "query": token })).await;
+    assert!(!text(&found).contains(token), "{}", text(&found));
+
+    let found = call(&client, "find", json!({ "query": "exec" })).await;
+    assert!(!text(&found).contains("config.toml:"), "{}", text(&found));
+
+    let edit = "*** Begin Patch\n*** Update File: config.toml\n@@\n-exec = false\n+exec = true\n*** End Patch";
+    let r = call(&client, "apply_patch", json!({ "patch": edit })).await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("path.gantry_own_files"), "{}", text(&r));
+    let delete = "*** Begin Patch\n*** Delete File: state/audit.jsonl\n*** End Patch";
+    assert!(is_error(
+        &call(&client, "apply_patch", json!({ "patch": delete })).await
+    ));
+    let plant = "*** Begin Patch\n*** Add File: state/tokens2.toml\n+x\n*** End Patch";
+    assert!(is_error(
+        &call(&client, "apply_patch", json!({ "patch": plant })).await
+    ));
+    assert_eq!(
+        std::fs::read_to_string(sb.path("config.toml")).unwrap(),
+        "[permissions]\nexec = false\n"
+    );
+    assert!(sb.path("state/audit.jsonl").exists());
+    assert!(!sb.path("state/tokens2.toml").exists());
+
+    // Deleting the config while serving: the next call is refused, not given fresh defaults.
+    std::fs::remove_file(sb.path("config.toml")).unwrap();
+    let r = call(&client, "read", json!({ "paths": ["notes.txt"] })).await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("is gone"), "{}", text(&r));
+    sb.config("[permissions]\nexec = false\n");
+    let r = call(&client, "read", json!({ "paths": ["notes.txt"] })).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    client.cancel().await.unwrap();
+}

@@ -58,6 +58,14 @@ impl Sandbox {
         }
     }
 
+    /// A sandbox whose approved root is the whole sandbox, so its config file and state
+    /// directory lie inside the root (as when gantry is started from the home directory).
+    pub fn with_own_files_in_root() -> Sandbox {
+        let mut sb = Sandbox::new();
+        sb.root = Some(sb.dir.path().canonicalize().unwrap());
+        sb
+    }
+
     pub fn root(&self) -> PathBuf {
         self.root
             .clone()

@@ -47,6 +47,8 @@ pub struct Resolved {
     pub inside_root: bool,
     /// The approved root it lies under, if any.
     pub root: Option<PathBuf>,
+    /// Whether it is, or lies below, one of gantry's own files (config, state, policies).
+    pub gantry_owned: bool,
     /// What is there.
     pub kind: Kind,
 }
@@ -58,6 +60,7 @@ impl Resolved {
             id: self.path.to_string_lossy().into_owned(),
             inside_root: self.inside_root,
             kind: self.kind.as_str().to_string(),
+            gantry_owned: self.gantry_owned,
         }
     }
 }
@@ -66,6 +69,8 @@ impl Resolved {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Roots {
     roots: Vec<PathBuf>,
+    /// gantry's own files and directories, canonical: never reached through a tool.
+    owned: Vec<PathBuf>,
 }
 
 impl Roots {
@@ -85,7 +90,29 @@ impl Roots {
         if roots.is_empty() {
             return Err("no approved root".into());
         }
-        Ok(Roots { roots })
+        Ok(Roots {
+            roots,
+            owned: Vec::new(),
+        })
+    }
+
+    /// Marks gantry's own files (the config file, the state and policy directories) so that
+    /// every path at or below them says `gantry_owned`, whatever the roots contain. A path
+    /// that does not exist yet is placed through its parent, so it is caught once created.
+    pub fn with_gantry_files(mut self, paths: &[PathBuf]) -> Roots {
+        for p in paths {
+            let canonical = std::fs::canonicalize(p).ok().or_else(|| {
+                let parent = std::fs::canonicalize(p.parent()?).ok()?;
+                Some(parent.join(p.file_name()?))
+            });
+            self.owned.push(canonical.unwrap_or_else(|| p.clone()));
+        }
+        self
+    }
+
+    /// Whether a canonical path is, or lies below, one of gantry's own files.
+    pub fn is_gantry_owned(&self, canonical: &Path) -> bool {
+        self.owned.iter().any(|o| within(o, canonical))
     }
 
     /// The first root: where relative paths resolve by default.
@@ -149,6 +176,7 @@ impl Roots {
         let root = self.root_of(&path).map(Path::to_path_buf);
         Ok(Resolved {
             given: given.to_string(),
+            gantry_owned: self.is_gantry_owned(&path),
             inside_root: root.is_some(),
             root,
             path,

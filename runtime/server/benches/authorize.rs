@@ -95,6 +95,7 @@ fn benches(c: &mut Criterion) {
     let path = generated::resources::Path {
         id: "/home/u/project/src/main.rs".into(),
         inside_root: true,
+        gantry_owned: false,
         kind: "file".into(),
     };
 
@@ -117,6 +118,7 @@ fn benches(c: &mut Criterion) {
         let gate = authz::Gate::new(engine.clone(), "core", &facts).unwrap();
         let outside = generated::resources::Path {
             inside_root: false,
+            gantry_owned: false,
             ..path.clone()
         };
         b.iter(|| {

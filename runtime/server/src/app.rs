@@ -113,7 +113,16 @@ impl App {
         let engine = policy_set::load(settings.policies_dir.as_deref())
             .map_err(|e| problems.extend(e))
             .ok();
+        // gantry's own files stay out of reach of its tools, wherever the roots are.
+        let owned: Vec<std::path::PathBuf> =
+            [Some(&settings.config_path), Some(&settings.state_dir)]
+                .into_iter()
+                .chain([settings.policies_dir.as_ref()])
+                .flatten()
+                .cloned()
+                .collect();
         let roots = Roots::new(&settings.roots)
+            .map(|r| r.with_gantry_files(&owned))
             .map_err(|e| problems.push(e))
             .ok();
         let tools = served_tools().map_err(|e| problems.push(e)).ok();
@@ -213,7 +222,18 @@ impl App {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        let fresh = match Settings::resolve(&self.args) {
+        // A config file that was there and is gone is broken, never fresh defaults: deleting
+        // it (or an editor's unlink-then-rename) must not turn every permission back on.
+        let vanished = now.is_none() && (self.settings.config_exists || current.stamp.is_some());
+        let resolved = if vanished {
+            Err(vec![format!(
+                "{} is gone; every call is refused until it is back",
+                self.settings.config_path.display()
+            )])
+        } else {
+            Settings::resolve(&self.args).map_err(|e| e.iter().map(ToString::to_string).collect())
+        };
+        let fresh = match resolved {
             Ok(s) => {
                 let permissions =
                     PermissionState::new(Platform::current(), s.read_only, s.permissions.clone());
@@ -236,11 +256,7 @@ impl App {
                 }
             }
             Err(errors) => {
-                let why = errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ");
+                let why = errors.join("; ");
                 tracing::error!(problem = %why, "the config file is invalid; refusing every call until it is fixed");
                 Live {
                     permissions: PermissionState::new(

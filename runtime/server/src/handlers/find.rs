@@ -92,6 +92,7 @@ pub(super) fn run(
         let resource = generated::resources::Path {
             id: hit.path.to_string_lossy().into_owned(),
             inside_root: roots.contains(&hit.path),
+            gantry_owned: roots.is_gantry_owned(&hit.path),
             kind: "file".into(),
         };
         if cx.authorize(actions::FIND, &resource, ()).is_err() {
