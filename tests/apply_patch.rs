@@ -381,3 +381,27 @@ async fn dot_dot_through_a_missing_directory_cannot_overwrite_a_file() {
     );
     client.cancel().await.unwrap();
 }
+
+/// A mismatching chunk quotes the file only to a caller that may read it.
+#[tokio::test]
+async fn a_mismatch_quotes_the_file_only_when_read_is_allowed() {
+    let sb = Sandbox::new();
+    sb.write("secret.txt", "alpha secret\nbeta\ngamma\n");
+    let patch = "*** Begin Patch\n*** Update File: secret.txt\n@@\n alpha secret\n-betx\n+z\n gamma\n*** End Patch";
+
+    sb.config("[permissions]\nread = false\nsearch = false\n");
+    let client = sb.stdio(&[]).await;
+    let r = call(&client, "apply_patch", json!({ "patch": patch })).await;
+    assert!(is_error(&r));
+    let refused = text(&r);
+    assert!(refused.starts_with("PATCH_MISMATCH"), "{refused}");
+    assert!(!refused.contains("|beta"), "{refused}");
+    assert!(refused.contains("not quoted"), "{refused}");
+    client.cancel().await.unwrap();
+
+    sb.config("");
+    let client = sb.stdio(&[]).await;
+    let r = call(&client, "apply_patch", json!({ "patch": patch })).await;
+    assert!(text(&r).contains("|beta"), "{}", text(&r));
+    client.cancel().await.unwrap();
+}

@@ -31,6 +31,8 @@ pub struct MatchError {
     pub expected: Vec<String>,
     /// The most similar region of the file: its first line (1-based) and its lines.
     pub nearest: Option<(usize, Vec<String>)>,
+    /// Whether the error may quote the file (false when the caller may not read it).
+    pub quotes_file: bool,
 }
 
 /// How many lines of a region an error quotes.
@@ -49,6 +51,13 @@ fn quote(lines: &[String]) -> String {
 }
 
 impl MatchError {
+    /// The same error without any of the file's text, for a caller who may not read it.
+    pub fn without_file_text(mut self) -> MatchError {
+        self.nearest = None;
+        self.quotes_file = false;
+        self
+    }
+
     fn describe(&self) -> String {
         let mut s = format!(
             "chunk {} (patch line {}): {}",
@@ -58,6 +67,9 @@ impl MatchError {
             s.push_str(&format!("\nexpected:\n{}", quote(&self.expected)));
         }
         match &self.nearest {
+            _ if !self.quotes_file => {
+                s.push_str("\n(the file's lines are not quoted: reading it is not allowed)")
+            }
             Some((line, region)) => s.push_str(&format!(
                 "\nnearest candidate, lines {}-{}:\n{}",
                 line,
@@ -127,6 +139,7 @@ pub fn apply_update(original: &str, chunks: &[Chunk]) -> Result<Updated, MatchEr
                     )
                 }),
                 expected,
+                quotes_file: true,
             }
         };
         if let Some(anchor) = &chunk.anchor {
