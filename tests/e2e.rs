@@ -532,3 +532,49 @@ fn stdio_hands_its_pipes_back_in_blocking_mode() {
         "alpha\n"
     );
 }
+
+/// With no root given, gantry serves the directory it started in, unless that is the whole
+/// disk or the home directory: then it refuses to start and says how to choose one.
+#[test]
+fn a_default_root_that_is_the_disk_or_the_home_directory_is_refused() {
+    let sb = Sandbox::new();
+    let home = sb.path("home");
+    let run = |cwd: &std::path::Path, roots: &[&str]| {
+        std::process::Command::new(gantry())
+            .arg("check")
+            .args(["--config", &sb.path("config.toml").display().to_string()])
+            .args(["--state-dir", &sb.path("state").display().to_string()])
+            .args(roots)
+            .current_dir(cwd)
+            .env("HOME", &home)
+            .env_remove("GANTRY_ROOTS")
+            .env_remove("GANTRY_CONFIG")
+            .output()
+            .unwrap()
+    };
+    for (cwd, why) in [
+        (std::path::Path::new("/"), "the root of the filesystem"),
+        (home.as_path(), "your home directory"),
+    ] {
+        let out = run(cwd, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains(why), "{stderr}");
+        assert!(stderr.contains("--root DIR"), "{stderr}");
+    }
+    // Chosen explicitly, the same directories are honoured.
+    let home_arg = home.display().to_string();
+    let out = run(&home, &["--root", &home_arg]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // And an ordinary directory is still the default.
+    let out = run(&sb.root(), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -281,15 +281,41 @@ async fn client_setups_carry_the_real_url_or_command() {
         chatgpt.contains("--allowed-host gantry.example.com"),
         "{chatgpt}"
     );
-    let codex = run("codex", &[]);
-    assert!(codex.contains("[mcp_servers.gantry-core]"), "{codex}");
-    assert!(codex.contains(&format!("\"{}\"", gantry())), "{codex}");
+    // Every stdio setup is parsed in its client's own format and starts gantry on the same
+    // root (absolute) and the flags given here, wherever the client launches it.
+    let root = sb.root().display().to_string();
+    let want = |args: &[String]| {
+        assert_eq!(
+            args[..4],
+            ["serve", "--stdio", "--connector", "core"],
+            "{args:?}"
+        );
+        let at = args.iter().position(|a| a == "--root").unwrap();
+        assert_eq!(args[at + 1], root, "{args:?}");
+        assert!(args.contains(&"--read-only".to_string()), "{args:?}");
+    };
+    let codex: toml::Table = run("codex", &["--read-only"]).parse().unwrap();
+    let server = &codex["mcp_servers"]["gantry-core"];
+    assert_eq!(server["command"].as_str(), Some(gantry()));
+    let args: Vec<String> = server["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    want(&args);
+    for client in ["claude-desktop", "cursor"] {
+        let json: Value = serde_json::from_str(&run(client, &["--read-only"])).unwrap();
+        let server = &json["mcpServers"]["gantry-core"];
+        assert_eq!(server["command"], gantry(), "{client}");
+        let args: Vec<String> = serde_json::from_value(server["args"].clone()).unwrap();
+        want(&args);
+    }
+    let claude_code = run("claude-code", &["--read-only"]);
     assert!(
-        codex.contains("\"serve\", \"--stdio\", \"--connector\", \"core\""),
-        "{codex}"
+        claude_code.contains(&format!("--root {root}")),
+        "{claude_code}"
     );
-    let claude: Value = serde_json::from_str(&run("claude-desktop", &[])).unwrap();
-    assert_eq!(claude["mcpServers"]["gantry-core"]["command"], gantry());
     let inspector = run("inspector", &[]);
     assert!(inspector.contains(&format!("/{token}/mcp")), "{inspector}");
 }

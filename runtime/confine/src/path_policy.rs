@@ -120,6 +120,12 @@ impl Roots {
         &self.roots[0]
     }
 
+    /// The roots, canonical, for the user (start-up log, `gantry check`); tool errors give
+    /// only their count.
+    pub fn all(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
     /// How many roots there are (errors give the count, never the list).
     pub fn len(&self) -> usize {
         self.roots.len()

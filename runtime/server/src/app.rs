@@ -139,6 +139,13 @@ impl App {
         else {
             return Err(problems);
         };
+        // Say what the model can reach and where gantry keeps its own files (stderr).
+        tracing::info!(
+            roots = %roots.all().iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            config = %settings.config_path.display(),
+            state_dir = %settings.state_dir.display(),
+            "approved roots"
+        );
         let roots = Arc::new(roots);
         let terminal = Arc::new(terminal::Registry::new(terminal::Config {
             max_sessions: generated::core::limits::exec_command::MAX_SESSIONS,

@@ -62,7 +62,11 @@ pub fn run(
     }
     if let Some(s) = &settings {
         match crate::ops::path_policy::Roots::new(&s.roots) {
-            Ok(r) => summary.push(format!("{} approved root(s)", r.len())),
+            Ok(r) => {
+                let list: Vec<String> = r.all().iter().map(|p| p.display().to_string()).collect();
+                summary.push(format!("approved root(s): {}", list.join(", ")));
+                summary.push(format!("state directory {}", s.state_dir.display()));
+            }
             Err(e) => problems.push(e),
         }
     }

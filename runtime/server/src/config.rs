@@ -102,6 +102,19 @@ fn env_dir(var: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// Why `dir` may not be an approved root unless the user names it: it is a filesystem root
+/// (`/`, a drive root) or the home directory.
+fn too_wide_for_a_default_root(dir: &Path) -> Option<&'static str> {
+    let canonical = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    if canonical.parent().is_none() {
+        return Some("the root of the filesystem");
+    }
+    let home = std::env::var_os(if cfg!(windows) { "USERPROFILE" } else { "HOME" })
+        .filter(|h| !h.is_empty())
+        .and_then(|h| std::fs::canonicalize(h).ok());
+    (home.as_deref() == Some(canonical.as_path())).then_some("your home directory")
+}
+
 /// Where the config file lives when no flag or environment names one.
 pub fn default_config_path() -> PathBuf {
     let base = match Platform::current() {
@@ -248,6 +261,18 @@ impl Settings {
         } else if let Some(list) = &file.roots {
             list.iter().map(|r| expand(r, &config_dir)).collect()
         } else {
+            // No root given: the directory gantry started in, unless that is the whole disk
+            // or the home directory, where a client that launches gantry would hand the
+            // model everything without anyone choosing it.
+            if let Some(why) = too_wide_for_a_default_root(&cwd) {
+                errors.push(ConfigError::Setting {
+                    what: "roots".into(),
+                    reason: format!(
+                        "no root was given, and the current directory {} is {why}; choose one with --root DIR (or GANTRY_ROOTS, or `roots` in the config file)",
+                        cwd.display()
+                    ),
+                });
+            }
             vec![cwd.clone()]
         };
         if roots.is_empty() {

@@ -129,17 +129,19 @@ fn main() -> ExitCode {
             };
             let exe = std::env::current_exe().unwrap_or_else(|_| "gantry".into());
             let token = tokens.get(&args.connector).unwrap_or_default();
-            print!(
-                "{}",
-                gantry::client_setup::render(
-                    args.client,
-                    &settings,
-                    &args.connector,
-                    &exe,
-                    token,
-                    args.public_host.as_deref()
-                )
+            let (setup, hint) = gantry::client_setup::render(
+                args.client,
+                &settings,
+                &args.common,
+                &args.connector,
+                &exe,
+                token,
+                args.public_host.as_deref(),
             );
+            if let Some(hint) = hint {
+                eprintln!("gantry: {hint}");
+            }
+            print!("{setup}");
             ExitCode::SUCCESS
         }
         Command::Serve(args) => {
