@@ -412,3 +412,108 @@ async fn the_desktop_session_stays_out_of_reach_without_desktop_permissions() {
     assert_eq!(structured(&r)["output"], "hello\n");
     client.cancel().await.unwrap();
 }
+
+/// The audit log shows what ran: one line per call with the decision, the deciding policies
+/// and each target as Cedar saw it (the command line, cut; resolved paths), never output;
+/// `gantry audit` filters it; the content-safe setting withholds command lines.
+#[tokio::test]
+async fn the_audit_log_shows_decisions_targets_and_policies() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "file text that must not be logged\n");
+    sb.config("[permissions]\nwrite_delete = false\n");
+    let client = sb.stdio(&[]).await;
+    // The output ("output-not-logged") differs from the command line that makes it.
+    let long = format!("printf 'out%s\\n' put-not-logged # {}", "x".repeat(300));
+    let r = call(&client, "exec_command", json!({ "cmd": long })).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    call(&client, "read", json!({ "paths": ["a.txt"] })).await;
+    let del = "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch";
+    assert!(is_error(
+        &call(&client, "apply_patch", json!({ "patch": del })).await
+    ));
+    client.cancel().await.unwrap();
+
+    let log = std::fs::read_to_string(sb.path("state/audit.jsonl")).unwrap();
+    assert!(!log.contains("output-not-logged"), "no output in the log");
+    assert!(
+        !log.contains("must not be logged"),
+        "no file contents in the log"
+    );
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{log}");
+    let exec = &lines[0];
+    assert_eq!(
+        (exec["tool"].as_str(), exec["decision"].as_str()),
+        (Some("exec_command"), Some("allow"))
+    );
+    let command = exec["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| {
+            d["resource_type"] == "Command" && d["resource"].as_str().unwrap().starts_with("printf")
+        })
+        .unwrap();
+    assert_eq!(
+        command["resource"].as_str().unwrap().chars().count(),
+        200,
+        "cut at 200"
+    );
+    assert!(
+        command["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "connector.core")
+    );
+    let read = &lines[1];
+    let target = read["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["resource_type"] == "Path")
+        .unwrap();
+    let resolved = sb.root().join("a.txt").canonicalize().unwrap();
+    assert_eq!(target["resource"], resolved.display().to_string());
+    let patch = &lines[2];
+    assert_eq!(
+        (patch["decision"].as_str(), patch["outcome"].as_str()),
+        (Some("deny"), Some("PERMISSION_DENIED"))
+    );
+    assert!(patch["decisions"].as_array().unwrap().iter().any(|d| {
+        d["decision"] == "deny"
+            && d["policies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p == "permission.write_delete")
+    }));
+
+    // `gantry audit` filters by tool and decision.
+    let out = std::process::Command::new(crate::support::gantry())
+        .args(["audit", "--decision", "deny"])
+        .args(sb.args())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(shown.lines().count(), 1, "{shown}");
+    assert!(shown.contains("\"tool\":\"apply_patch\""), "{shown}");
+
+    // Content-safe: command lines are withheld.
+    sb.config("audit_command_lines = false\n");
+    let client = sb.stdio(&[]).await;
+    call(&client, "exec_command", json!({ "cmd": "echo secret-arg" })).await;
+    client.cancel().await.unwrap();
+    let log = std::fs::read_to_string(sb.path("state/audit.jsonl")).unwrap();
+    let last = log.lines().last().unwrap();
+    assert!(!last.contains("secret-arg"), "{last}");
+    assert!(last.contains("(withheld)"), "{last}");
+}

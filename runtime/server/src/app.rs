@@ -109,7 +109,7 @@ impl App {
     /// Loads policies, resolves roots, opens the state directory: everything that can fail
     /// before serving, with every problem reported.
     pub fn start(settings: Settings, args: CommonArgs) -> Result<App, Vec<String>> {
-        let mut problems = Vec::new();
+        let mut problems: Vec<String> = settings.default_root_problem().into_iter().collect();
         let engine = policy_set::load(settings.policies_dir.as_deref())
             .map_err(|e| problems.extend(e))
             .ok();
@@ -127,7 +127,7 @@ impl App {
             .ok();
         let tools = served_tools().map_err(|e| problems.push(e)).ok();
         let audit = crate::state_dir::ensure(&settings.state_dir)
-            .and_then(|()| Audit::open(&settings.state_dir))
+            .and_then(|()| Audit::open(&settings.state_dir, settings.audit_command_lines))
             .map_err(|e| {
                 problems.push(format!(
                     "state directory {}: {e}",

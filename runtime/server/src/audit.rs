@@ -1,11 +1,21 @@
-//! The audit log: one JSON line per tool call in `<state dir>/audit.jsonl`. It records who,
-//! what, the decision and how long it took, never arguments, file contents or output.
+//! The audit log: one JSON line per tool call in `<state dir>/audit.jsonl` (mode 0600,
+//! rotated to `audit.jsonl.1` by size). It records who, what was decided on which targets
+//! (resolved paths, command lines cut to 200 characters, session ids) by which policies, the
+//! outcome and how long it took; never file contents, outputs or patch bodies. With
+//! `audit_command_lines = false` command lines are withheld too.
 
-use std::io::Write as _;
-use std::path::Path;
+use std::io::{BufRead as _, Seek as _, Write as _};
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::Serialize;
+use tool_api::Decided;
+
+/// Size past which the log is rotated to `audit.jsonl.1` (which it replaces).
+const ROTATE_BYTES: u64 = 16 << 20;
+
+/// The log file's name in the state directory.
+pub const FILE_NAME: &str = "audit.jsonl";
 
 /// One audit line.
 #[derive(Debug, Serialize)]
@@ -16,6 +26,14 @@ pub struct Entry<'a> {
     pub connector: &'a str,
     /// The tool name (bounded).
     pub tool: &'a str,
+    /// `allow` when every decision allowed, `deny` when one refused, `none` when the call
+    /// ended before any (an unknown tool, arguments that do not decode).
+    pub decision: &'static str,
+    /// Each decision: action, resource as Cedar saw it, allow/deny, deciding policies.
+    pub decisions: Vec<Decided>,
+    /// Decisions made beyond those recorded.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub more_decisions: usize,
     /// `ok` or the error code.
     pub outcome: &'a str,
     /// Wall time of the call.
@@ -25,36 +43,80 @@ pub struct Entry<'a> {
     pub labels: Vec<(&'a str, String)>,
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The overall decision of a call from its recorded decisions.
+pub fn overall(decisions: &[Decided]) -> &'static str {
+    if decisions.is_empty() {
+        "none"
+    } else if decisions.iter().any(|d| d.decision == "deny") {
+        "deny"
+    } else {
+        "allow"
+    }
+}
+
+#[derive(Debug)]
+struct Open {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
 /// An append-only audit log.
 #[derive(Debug)]
 pub struct Audit {
-    file: Option<Mutex<std::fs::File>>,
+    file: Option<Mutex<Open>>,
+    command_lines: bool,
+}
+
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    options.open(path)
 }
 
 impl Audit {
-    /// Opens (creating, private) `audit.jsonl` in `dir`.
-    pub fn open(dir: &Path) -> std::io::Result<Audit> {
-        let mut options = std::fs::OpenOptions::new();
-        options.create(true).append(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            options.mode(0o600);
-        }
+    /// Opens (creating, private) `audit.jsonl` in `dir`; `command_lines` false withholds
+    /// command lines from every line.
+    pub fn open(dir: &Path, command_lines: bool) -> std::io::Result<Audit> {
+        let path = dir.join(FILE_NAME);
         Ok(Audit {
-            file: Some(Mutex::new(options.open(dir.join("audit.jsonl"))?)),
+            file: Some(Mutex::new(Open {
+                file: open_private(&path)?,
+                path,
+            })),
+            command_lines,
         })
     }
 
     /// A log that records nothing (for benches and `check`).
     pub fn disabled() -> Audit {
-        Audit { file: None }
+        Audit {
+            file: None,
+            command_lines: false,
+        }
     }
 
     /// Appends one line; a failure is logged, never fatal to the call.
-    pub fn record(&self, entry: &Entry<'_>) {
+    pub fn record(&self, entry: &mut Entry<'_>) {
         let Some(file) = &self.file else { return };
-        let mut line = match serde_json::to_vec(entry) {
+        if !self.command_lines {
+            for d in entry
+                .decisions
+                .iter_mut()
+                .filter(|d| d.resource_type == "Command")
+            {
+                d.resource = "(withheld)".into();
+            }
+        }
+        let mut line = match serde_json::to_vec(&*entry) {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(error = %e, "audit line does not serialize");
@@ -62,13 +124,99 @@ impl Audit {
             }
         };
         line.push(b'\n');
-        match file.lock() {
-            Ok(mut f) => {
-                if let Err(e) = f.write_all(&line) {
-                    tracing::warn!(error = %e, "cannot write the audit log");
-                }
+        let Ok(mut open) = file.lock() else {
+            tracing::warn!("audit log lock poisoned");
+            return;
+        };
+        if open.file.metadata().is_ok_and(|m| m.len() >= ROTATE_BYTES) {
+            let rotated = open.path.with_extension("jsonl.1");
+            match std::fs::rename(&open.path, &rotated).and_then(|()| open_private(&open.path)) {
+                Ok(f) => open.file = f,
+                Err(e) => tracing::warn!(error = %e, "cannot rotate the audit log"),
             }
-            Err(_) => tracing::warn!("audit log lock poisoned"),
+        }
+        if let Err(e) = open.file.write_all(&line) {
+            tracing::warn!(error = %e, "cannot write the audit log");
+        }
+    }
+}
+
+/// What `gantry audit` shows.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Only this overall decision (`allow`, `deny`, `none`).
+    pub decision: Option<String>,
+}
+
+impl Filter {
+    fn keeps(&self, line: &str) -> bool {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            return false;
+        };
+        self.tool.as_deref().is_none_or(|t| v["tool"] == t)
+            && self.decision.as_deref().is_none_or(|d| v["decision"] == d)
+    }
+}
+
+/// `gantry audit`: prints the last `last` lines of the log in `state_dir` that `filter`
+/// keeps, then, with `follow`, every new one as it is written (until interrupted).
+pub fn show(
+    state_dir: &Path,
+    filter: &Filter,
+    last: usize,
+    follow: bool,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let path = state_dir.join(FILE_NAME);
+    let mut file = std::fs::File::open(&path)?;
+    let mut kept: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let mut reader = std::io::BufReader::new(&mut file);
+    let mut line = String::new();
+    while reader.read_line(&mut line)? > 0 {
+        if filter.keeps(line.trim_end()) {
+            if kept.len() == last {
+                kept.pop_front();
+            }
+            if last > 0 {
+                kept.push_back(line.trim_end().to_string());
+            }
+        }
+        line.clear();
+    }
+    for l in &kept {
+        writeln!(out, "{l}")?;
+    }
+    out.flush()?;
+    if !follow {
+        return Ok(());
+    }
+    let mut at = reader.stream_position()?;
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if len < at {
+            // Rotated: start over on the new file.
+            at = 0;
+        }
+        if len == at {
+            continue;
+        }
+        let mut f = std::fs::File::open(&path)?;
+        f.seek(std::io::SeekFrom::Start(at))?;
+        let mut reader = std::io::BufReader::new(f);
+        loop {
+            line.clear();
+            let n = reader.read_line(&mut line)?;
+            if n == 0 || !line.ends_with('\n') {
+                break;
+            }
+            at += n as u64;
+            if filter.keeps(line.trim_end()) {
+                writeln!(out, "{}", line.trim_end())?;
+                out.flush()?;
+            }
         }
     }
 }

@@ -61,6 +61,7 @@ pub fn run(
         Err(e) => problems.extend(e),
     }
     if let Some(s) = &settings {
+        problems.extend(s.default_root_problem());
         match crate::ops::path_policy::Roots::new(&s.roots) {
             Ok(r) => {
                 let list: Vec<String> = r.all().iter().map(|p| p.display().to_string()).collect();

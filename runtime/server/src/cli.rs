@@ -26,6 +26,28 @@ pub enum Command {
     Token(TokenCommand),
     /// Print a ready-to-paste setup for an MCP client, with the real URL or command.
     Config(ConfigArgs),
+    /// Show the audit log: the last lines, filtered, and new ones as they come with --follow.
+    Audit(AuditArgs),
+}
+
+/// `gantry audit`.
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// How many of the last matching lines to show.
+    #[arg(short = 'n', long, default_value_t = 20)]
+    pub lines: usize,
+    /// Keep printing new lines as they are written.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only calls of this tool.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// Only calls with this overall decision.
+    #[arg(long, value_parser = ["allow", "deny", "none"])]
+    pub decision: Option<String>,
+    /// Settings.
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 /// `gantry token ...`.

@@ -57,6 +57,7 @@ struct ConfigFile {
     allowed_hosts: Option<Vec<String>>,
     allowed_origins: Option<Vec<String>>,
     session_idle: Option<toml::Spanned<String>>,
+    audit_command_lines: Option<bool>,
     #[serde(default)]
     permissions: BTreeMap<toml::Spanned<String>, bool>,
 }
@@ -88,6 +89,10 @@ pub struct Settings {
     pub allowed_origins: Vec<String>,
     /// A command session unused this long is ended.
     pub session_idle: std::time::Duration,
+    /// Whether audit lines keep command lines (off: the content-safe audit).
+    pub audit_command_lines: bool,
+    /// Whether the root is the current directory because none was given.
+    pub defaulted_root: bool,
 }
 
 fn home() -> Option<PathBuf> {
@@ -100,6 +105,21 @@ fn env_dir(var: &str) -> Option<PathBuf> {
     std::env::var_os(var)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
+}
+
+impl Settings {
+    /// Why the roots cannot be served: none was given and the current directory is the whole
+    /// disk or the home directory, where a client that launches gantry would hand the model
+    /// everything without anyone choosing it. Serving, `check` and `config` refuse it.
+    pub fn default_root_problem(&self) -> Option<String> {
+        let cwd = self.roots.first().filter(|_| self.defaulted_root)?;
+        too_wide_for_a_default_root(cwd).map(|why| {
+            format!(
+                "roots: no root was given, and the current directory {} is {why}; choose one with --root DIR (or GANTRY_ROOTS, or `roots` in the config file)",
+                cwd.display()
+            )
+        })
+    }
 }
 
 /// Why `dir` may not be an approved root unless the user names it: it is a filesystem root
@@ -242,6 +262,7 @@ impl Settings {
             .filter(|v| !v.is_empty())
             .map(|v| std::env::split_paths(&v).collect())
             .unwrap_or_default();
+        let mut defaulted_root = false;
         let roots: Vec<PathBuf> = if !args.roots.is_empty() {
             args.roots
                 .iter()
@@ -261,18 +282,7 @@ impl Settings {
         } else if let Some(list) = &file.roots {
             list.iter().map(|r| expand(r, &config_dir)).collect()
         } else {
-            // No root given: the directory gantry started in, unless that is the whole disk
-            // or the home directory, where a client that launches gantry would hand the
-            // model everything without anyone choosing it.
-            if let Some(why) = too_wide_for_a_default_root(&cwd) {
-                errors.push(ConfigError::Setting {
-                    what: "roots".into(),
-                    reason: format!(
-                        "no root was given, and the current directory {} is {why}; choose one with --root DIR (or GANTRY_ROOTS, or `roots` in the config file)",
-                        cwd.display()
-                    ),
-                });
-            }
+            defaulted_root = true;
             vec![cwd.clone()]
         };
         if roots.is_empty() {
@@ -346,6 +356,8 @@ impl Settings {
             allowed_hosts,
             allowed_origins,
             session_idle,
+            audit_command_lines: file.audit_command_lines.unwrap_or(true),
+            defaulted_root,
         })
     }
 }

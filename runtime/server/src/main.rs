@@ -78,6 +78,30 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+        Command::Audit(args) => {
+            let settings = match Settings::resolve(&args.common) {
+                Ok(s) => s,
+                Err(e) => return fail(&e.iter().map(ToString::to_string).collect::<Vec<_>>()),
+            };
+            let filter = gantry::audit::Filter {
+                tool: args.tool,
+                decision: args.decision,
+            };
+            let mut stdout = std::io::stdout().lock();
+            match gantry::audit::show(
+                &settings.state_dir,
+                &filter,
+                args.lines,
+                args.follow,
+                &mut stdout,
+            ) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&[format!(
+                    "audit log {}: {e}",
+                    settings.state_dir.join(gantry::audit::FILE_NAME).display()
+                )]),
+            }
+        }
         Command::Token(TokenCommand::Rotate { connector, common }) => {
             let settings = match Settings::resolve(&common) {
                 Ok(s) => s,
@@ -111,6 +135,9 @@ fn main() -> ExitCode {
                 Ok(s) => s,
                 Err(e) => return fail(&e.iter().map(ToString::to_string).collect::<Vec<_>>()),
             };
+            if let Some(problem) = settings.default_root_problem() {
+                return fail(&[problem]);
+            }
             let names: Vec<&'static str> = generated::CONNECTORS.iter().map(|c| c.name).collect();
             if !names.contains(&args.connector.as_str()) {
                 return fail(&[format!(

@@ -123,10 +123,24 @@ impl<S: Served> ConnectorServer<S> {
         name: &str,
         arguments: rmcp::model::JsonObject,
     ) -> Result<Encoded, ToolError> {
-        let cx = self.app.call_context(self.connector.name)?;
-        self.app
+        self.call_recorded(name, arguments).await.0
+    }
+
+    /// [`Self::call`], with the decisions the call made (for the audit log).
+    async fn call_recorded(
+        &self,
+        name: &str,
+        arguments: rmcp::model::JsonObject,
+    ) -> (Result<Encoded, ToolError>, (Vec<tool_api::Decided>, usize)) {
+        let cx = match self.app.call_context(self.connector.name) {
+            Ok(cx) => cx,
+            Err(e) => return (Err(e), (Vec::new(), 0)),
+        };
+        let outcome = self
+            .app
             .dispatch(self.connector.name, &cx, name, arguments)
-            .await
+            .await;
+        (outcome, cx.decisions())
     }
 }
 
@@ -197,8 +211,8 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
         let name: String = request.name.chars().take(64).collect();
-        let outcome = self
-            .call(&request.name, request.arguments.unwrap_or_default())
+        let (outcome, (decisions, more_decisions)) = self
+            .call_recorded(&request.name, request.arguments.unwrap_or_default())
             .await;
         let code = match &outcome {
             Ok(_) => "ok",
@@ -206,12 +220,15 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
         };
         let duration = started.elapsed();
         tracing::info!(connector = self.connector.name, tool = %name, outcome = code, duration_us = duration.as_micros() as u64, "tool call");
-        self.app.audit().record(&Entry {
+        self.app.audit().record(&mut Entry {
             ts_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis()),
             connector: self.connector.name,
             tool: &name,
+            decision: crate::audit::overall(&decisions),
+            decisions,
+            more_decisions,
             outcome: code,
             duration_us: duration.as_micros(),
             labels: labels(&cx),

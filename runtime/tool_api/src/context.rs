@@ -1,20 +1,57 @@
 //! The per-call context handlers receive.
 
+use std::sync::{Arc, Mutex};
+
 use authz::{ActionId, Authorized, Gate, Resource};
 
 use crate::ToolError;
 
+/// Most decisions one call records for the audit (a patch or a batch can ask many); the
+/// count of the rest is kept.
+const MAX_RECORDED: usize = 64;
+
+/// Longest resource id an audit record keeps (a command line is cut here).
+pub const MAX_RECORDED_ID_CHARS: usize = 200;
+
+/// One Cedar decision of a call, as the audit log shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Decided {
+    /// The Cedar action (`read`, `apply_patch:update`...).
+    pub action: &'static str,
+    /// The resource type (`Host`, `Path`, `Command`...).
+    pub resource_type: &'static str,
+    /// The resource as Cedar saw it (a resolved path, a command line cut to
+    /// [`MAX_RECORDED_ID_CHARS`], a session id); empty for `Host`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub resource: String,
+    /// `allow` or `deny`.
+    pub decision: &'static str,
+    /// The policies that decided.
+    pub policies: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct Record {
+    decided: Vec<Decided>,
+    more: usize,
+}
+
 /// Everything a handler knows about the call besides its arguments: which connector it came
 /// through and the gate that decides its sub-requests against the snapshot taken on arrival.
+/// Every decision is recorded for the audit log.
 #[derive(Debug, Clone)]
 pub struct CallContext {
     gate: Gate,
+    record: Arc<Mutex<Record>>,
 }
 
 impl CallContext {
     /// A context deciding through `gate`.
     pub fn new(gate: Gate) -> Self {
-        Self { gate }
+        Self {
+            gate,
+            record: Arc::default(),
+        }
     }
 
     /// The connector the call arrived on.
@@ -30,8 +67,45 @@ impl CallContext {
         resource: &R,
         value: T,
     ) -> Result<Authorized<T>, ToolError> {
-        self.gate
-            .authorize(action, resource, value)
-            .map_err(ToolError::from)
+        let outcome = self.gate.authorize(action, resource, value);
+        let (decision, policies) = match &outcome {
+            Ok(a) => ("allow", a.policies().to_vec()),
+            Err(d) => ("deny", d.policy.iter().map(|p| p.id.clone()).collect()),
+        };
+        let resource_type = resource.entity_type();
+        let shown = if resource_type == "Host" {
+            String::new()
+        } else {
+            resource.id().chars().take(MAX_RECORDED_ID_CHARS).collect()
+        };
+        if let Ok(mut r) = self.record.lock() {
+            if r.decided.len() < MAX_RECORDED {
+                r.decided.push(Decided {
+                    action: action.as_str(),
+                    resource_type,
+                    resource: shown,
+                    decision,
+                    policies,
+                });
+            } else {
+                r.more += 1;
+            }
+        }
+        outcome.map_err(ToolError::from)
+    }
+
+    /// Whether the policies would allow `action` on `resource`: a question that shapes how
+    /// the call is carried out (keep the desktop variables? quote the file?), not a target
+    /// of the call, so it is not recorded for the audit.
+    pub fn permits<R: Resource + ?Sized>(&self, action: ActionId, resource: &R) -> bool {
+        self.gate.authorize(action, resource, ()).is_ok()
+    }
+
+    /// The decisions made so far, and how many more were made than recorded.
+    pub fn decisions(&self) -> (Vec<Decided>, usize) {
+        match self.record.lock() {
+            Ok(r) => (r.decided.clone(), r.more),
+            Err(_) => (Vec::new(), 0),
+        }
     }
 }

@@ -11,7 +11,7 @@ mod reply;
 mod spec;
 
 pub use authz::{ActionId, AttrValue, Authorized, Host, Resource};
-pub use context::CallContext;
+pub use context::{CallContext, Decided, MAX_RECORDED_ID_CHARS};
 pub use decode::{Validate, decode};
 pub use error::{ErrorCode, ToolError};
 pub use limit::{ByteSize, Bytes, Millis, Quantity, TimeLimit};

@@ -216,10 +216,7 @@ impl Planner<'_> {
                 let updated = patch::apply_update(text, chunks).map_err(|e| {
                     // A mismatch quotes the file only to a caller that may read it: with
                     // `read` off, an edit permission must not become a way to read.
-                    let readable = self
-                        .cx
-                        .authorize(actions::READ, &source.get().resource(), ())
-                        .is_ok();
+                    let readable = self.cx.permits(actions::READ, &source.get().resource());
                     let e = if readable { e } else { e.without_file_text() };
                     ToolError::new(ErrorCode::PatchMismatch, format!("{path}: {e}"))
                 })?;

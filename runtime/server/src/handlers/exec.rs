@@ -156,7 +156,7 @@ pub(super) async fn exec_command(
         workdir,
         display_env: true,
     };
-    let env_remove = if cx.authorize(actions::EXEC_COMMAND, &probe, ()).is_ok() {
+    let env_remove = if cx.permits(actions::EXEC_COMMAND, &probe) {
         Vec::new()
     } else {
         DISPLAY_VARS.iter().map(|v| (*v).to_string()).collect()
