@@ -162,7 +162,10 @@ async fn each_operation_needs_its_own_permission() {
     let result = call(&client, "apply_patch", json!({ "patch": patch })).await;
     assert_eq!(
         text(&result),
-        "PERMISSION_DENIED: keep.txt: `apply_patch:delete` denied: the `write_delete` permission is off (policy `permission.write_delete` in the base generated from surface.toml); nothing was written"
+        format!(
+            "PERMISSION_DENIED: keep.txt: `apply_patch:delete` denied: the `write_delete` permission is off (policy `permission.write_delete` in the base generated from surface.toml); to allow it, set `write_delete = true` under [permissions] in {} (applies from the next call); nothing was written",
+            sb.path("config.toml").display()
+        )
     );
     assert_eq!(tree(&sb.root()), before);
     // Without the delete, the edit goes through.

@@ -124,7 +124,10 @@ async fn planned_tools_answer_not_implemented_after_authorization() {
     let result = call(&client, "session", json!({ "action": "search" })).await;
     assert_eq!(
         text(&result),
-        "PERMISSION_DENIED: `session` denied: the `session_recording` permission is off (policy `permission.session_recording` in the base generated from surface.toml)"
+        format!(
+            "PERMISSION_DENIED: `session` denied: the `session_recording` permission is off (policy `permission.session_recording` in the base generated from surface.toml); to allow it, set `session_recording = true` under [permissions] in {} (applies from the next call)",
+            sb.path("config.toml").display()
+        )
     );
     client.cancel().await.unwrap();
 }
@@ -147,7 +150,10 @@ async fn a_permission_turned_off_hides_the_tool_and_denies_the_call() {
     let result = call(&client, "read", json!({ "paths": ["a.txt"] })).await;
     assert_eq!(
         text(&result),
-        "PERMISSION_DENIED: `read` denied: the `read` permission is off (policy `permission.read` in the base generated from surface.toml)"
+        format!(
+            "PERMISSION_DENIED: `read` denied: the `read` permission is off (policy `permission.read` in the base generated from surface.toml); to allow it, set `read = true` under [permissions] in {} (applies from the next call)",
+            sb.path("config.toml").display()
+        )
     );
     client.cancel().await.unwrap();
 }
@@ -167,7 +173,10 @@ async fn read_only_mode_hides_and_refuses_what_mutates() {
     let result = call(&client, "exec_command", json!({ "cmd": "echo hi" })).await;
     assert_eq!(
         text(&result),
-        "PERMISSION_DENIED: `exec_command` denied: read-only mode is on (policy `mode.read_only` in the base generated from surface.toml)"
+        format!(
+            "PERMISSION_DENIED: `exec_command` denied: read-only mode is on (policy `mode.read_only` in the base generated from surface.toml); to allow it, set `read_only = false` in {}, or start gantry without --read-only",
+            sb.path("config.toml").display()
+        )
     );
     client.cancel().await.unwrap();
 }

@@ -67,7 +67,7 @@ impl Served for App {
             ));
         };
         let gate = authz::Gate::new(self.engine.clone(), connector, facts)?;
-        Ok(CallContext::new(gate))
+        Ok(CallContext::new(gate).with_config_file(&self.settings.config_path))
     }
 
     fn dispatch<'a>(

@@ -43,6 +43,8 @@ struct Record {
 pub struct CallContext {
     gate: Gate,
     record: Arc<Mutex<Record>>,
+    /// The config file a refused permission is turned on in, for the denial's hint.
+    config_file: Option<Arc<str>>,
 }
 
 impl CallContext {
@@ -51,6 +53,30 @@ impl CallContext {
         Self {
             gate,
             record: Arc::default(),
+            config_file: None,
+        }
+    }
+
+    /// Names the config file in denials a setting there can lift, so the user learns where
+    /// to change it (the model reads it too, and knows not to retry).
+    pub fn with_config_file(mut self, path: &std::path::Path) -> Self {
+        self.config_file = Some(Arc::from(path.display().to_string()));
+        self
+    }
+
+    /// What the user can change to allow a refusal by `policy`, if a setting can.
+    fn how_to_allow(&self, policy: &str) -> Option<String> {
+        let file = self.config_file.as_deref()?;
+        if let Some(permission) = policy.strip_prefix("permission.") {
+            Some(format!(
+                "to allow it, set `{permission} = true` under [permissions] in {file} (applies from the next call)"
+            ))
+        } else if policy == "mode.read_only" {
+            Some(format!(
+                "to allow it, set `read_only = false` in {file}, or start gantry without --read-only"
+            ))
+        } else {
+            None
         }
     }
 
@@ -91,7 +117,14 @@ impl CallContext {
                 r.more += 1;
             }
         }
-        outcome.map_err(ToolError::from)
+        outcome.map_err(|d| {
+            let hint = d.policy.as_ref().and_then(|p| self.how_to_allow(&p.id));
+            let mut e = ToolError::from(d);
+            if let Some(hint) = hint {
+                e = ToolError::new(e.code, format!("{}; {hint}", e.message));
+            }
+            e
+        })
     }
 
     /// Whether the policies would allow `action` on `resource`: a question that shapes how
