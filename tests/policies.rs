@@ -226,3 +226,40 @@ async fn no_user_rule_can_open_what_the_base_forbids() {
     assert!(!sb.root().join("new.txt").exists());
     client.cancel().await.unwrap();
 }
+
+#[test]
+fn check_names_roots_and_state_and_warns_about_exposure_and_masked_permissions() {
+    let sb = Sandbox::new();
+    sb.config("host = \"0.0.0.0\"\n[permissions]\nscreen = true\n");
+    let output = std::process::Command::new(gantry())
+        .arg("check")
+        .args(sb.args())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "approved root(s): {}",
+            sb.root().canonicalize().unwrap().display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("state directory {}", sb.path("state").display())),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("warning: host 0.0.0.0 is not a loopback address"),
+        "{stderr}"
+    );
+    if !cfg!(windows) {
+        assert!(
+            stderr.contains("warning: permission `screen` is on in"),
+            "{stderr}"
+        );
+    }
+}

@@ -4,16 +4,27 @@ use std::path::Path;
 
 use crate::config::Settings;
 
-/// Runs every check and returns every problem found (empty when all is well), plus a short
-/// summary of what was checked. `policies_flag` is used when the config itself is broken, so
-/// one problem never hides another.
+/// What `gantry check` found.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Every problem (empty when all is well).
+    pub problems: Vec<String>,
+    /// What was checked.
+    pub summary: Vec<String>,
+    /// What works but is probably not what the user meant.
+    pub warnings: Vec<String>,
+}
+
+/// Runs every check and reports every problem found. `policies_flag` is used when the config
+/// itself is broken, so one problem never hides another.
 pub fn run(
     settings: Result<Settings, Vec<String>>,
     policies_flag: Option<&Path>,
     surface: Option<&Path>,
-) -> (Vec<String>, Vec<String>) {
+) -> Report {
     let mut problems = Vec::new();
     let mut summary = Vec::new();
+    let mut warnings = Vec::new();
     if let Some(path) = surface {
         match std::fs::read_to_string(path) {
             Ok(text) => match surface::Surface::parse(&path.display().to_string(), &text) {
@@ -71,5 +82,40 @@ pub fn run(
             Err(e) => problems.push(e),
         }
     }
-    (problems, summary)
+    if let Some(s) = &settings {
+        warnings.extend(warnings_about(s));
+    }
+    Report {
+        problems,
+        summary,
+        warnings,
+    }
+}
+
+/// Settings that work but expose more, or do less, than they seem to.
+fn warnings_about(s: &Settings) -> Vec<String> {
+    let mut out = Vec::new();
+    let loopback = s.host == "localhost"
+        || s.host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if !loopback {
+        out.push(format!(
+            "host {} is not a loopback address: anyone who can reach it and holds a connector URL can use gantry",
+            s.host
+        ));
+    }
+    let platform = tool_api::Platform::current();
+    for p in generated::Permission::ALL {
+        let spec = p.spec();
+        if s.permissions.get(p.name()) == Some(&true) && !spec.platforms.contains(&platform) {
+            out.push(format!(
+                "permission `{}` is on in {} but has no effect on {}",
+                p.name(),
+                s.config_path.display(),
+                platform.name()
+            ));
+        }
+    }
+    out
 }

@@ -60,21 +60,24 @@ fn main() -> ExitCode {
         Command::Check(args) => {
             let settings = Settings::resolve(&args.common)
                 .map_err(|e| e.iter().map(ToString::to_string).collect());
-            let (problems, summary) = gantry::check::run(
+            let report = gantry::check::run(
                 settings,
                 args.common.policies.as_deref(),
                 args.surface.as_deref(),
             );
-            if problems.is_empty() {
-                for line in summary {
+            for w in &report.warnings {
+                eprintln!("warning: {w}");
+            }
+            if report.problems.is_empty() {
+                for line in report.summary {
                     println!("ok: {line}");
                 }
                 ExitCode::SUCCESS
             } else {
-                for p in &problems {
+                for p in &report.problems {
                     eprintln!("{p}");
                 }
-                eprintln!("gantry check: {} problem(s)", problems.len());
+                eprintln!("gantry check: {} problem(s)", report.problems.len());
                 ExitCode::FAILURE
             }
         }
