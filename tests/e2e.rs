@@ -378,7 +378,7 @@ async fn editing_the_config_changes_permissions_live_and_a_broken_config_fails_c
     sb.config("[permissions]\nread = maybe\n");
     let result = read().await;
     let shown = text(&result);
-    assert!(shown.starts_with("PERMISSION_DENIED: the config file cannot be used, so every call is refused until it is fixed: "), "{shown}");
+    assert!(shown.starts_with("PERMISSION_DENIED: the config file or a policy file cannot be used, so every call is refused until it is fixed: "), "{shown}");
     assert!(shown.contains("config.toml:2:8: "), "{shown}");
     assert_eq!(client.list_all_tools().await.unwrap().len(), 0);
 

@@ -263,3 +263,43 @@ fn check_names_roots_and_state_and_warns_about_exposure_and_masked_permissions()
         );
     }
 }
+
+/// Policy files are live: an edit in the `--policies` directory decides the next call, and a
+/// file that stops validating refuses every call, naming file and line, until it is fixed.
+#[tokio::test]
+async fn policy_edits_apply_on_the_next_call_and_a_broken_file_refuses_every_call() {
+    let sb = Sandbox::new();
+    sb.write("open.txt", "o");
+    let dir = sb.path("policies");
+    std::fs::create_dir_all(&dir).unwrap();
+    let client = sb.stdio(&["--policies", &dir.display().to_string()]).await;
+    let read = || call(&client, "read", json!({ "paths": ["open.txt"] }));
+    assert!(!crate::support::is_error(&read().await));
+
+    let rule = dir.join("local.cedar");
+    std::fs::write(
+        &rule,
+        "@id(\"local.no_reading\")\n@reason(\"no reading today\")\nforbid (principal, action == Action::\"read\", resource);\n",
+    )
+    .unwrap();
+    let r = read().await;
+    assert!(crate::support::is_error(&r));
+    assert!(
+        crate::support::text(&r).contains("no reading today"),
+        "{}",
+        crate::support::text(&r)
+    );
+
+    std::fs::write(&rule, "@id(\"local.typo\")\nforbid (principal, action, resource)\nunless { context.permissions.raed };\n").unwrap();
+    let r = read().await;
+    let refused = crate::support::text(&r);
+    assert!(refused.contains("every call is refused"), "{refused}");
+    assert!(
+        refused.contains(&format!("{}:3:", rule.display())),
+        "{refused}"
+    );
+
+    std::fs::remove_file(&rule).unwrap();
+    assert!(!crate::support::is_error(&read().await));
+    client.cancel().await.unwrap();
+}

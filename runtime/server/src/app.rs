@@ -32,18 +32,26 @@ pub struct Live {
     pub permissions: PermissionState,
     /// `permissions` as a validated Cedar context, shared by every call.
     pub facts: Option<authz::Facts>,
-    /// Why the config file cannot be used right now: every call is refused until it is fixed.
+    /// Why the config file or a policy file cannot be used right now: every call is refused
+    /// until it is fixed.
     pub broken: Option<String>,
-    /// The version of the config file this was built from.
-    stamp: crate::state_dir::Stamp,
+    /// The policy set calls are decided by (the last valid one while `broken`).
+    pub engine: Arc<Engine>,
+    /// The versions of the config file and the user policy files this was built from.
+    stamp: Stamps,
+}
+
+/// What [`App::live`] watches: the config file and every user policy file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamps {
+    config: crate::state_dir::Stamp,
+    policies: Vec<(std::path::PathBuf, crate::state_dir::Stamp)>,
 }
 
 /// The shared state of a running server.
 pub struct App {
     /// Effective settings.
     pub settings: Settings,
-    /// The validated policy set.
-    pub engine: Arc<Engine>,
     /// The permissions in effect, reloaded when the config file changes.
     live: std::sync::RwLock<Arc<Live>>,
     /// The flags and environment of this run (to re-resolve the config with the same
@@ -165,11 +173,14 @@ impl App {
             permissions,
             facts: Some(facts),
             broken: None,
-            stamp: crate::state_dir::file_stamp(&settings.config_path),
+            engine: Arc::new(engine),
+            stamp: Stamps {
+                config: crate::state_dir::file_stamp(&settings.config_path),
+                policies: policy_set::dir_stamp(settings.policies_dir.as_deref()),
+            },
         };
         Ok(App {
             settings,
-            engine: Arc::new(engine),
             live: std::sync::RwLock::new(Arc::new(live)),
             args,
             handlers: Handlers {
@@ -211,11 +222,16 @@ impl App {
             .filter(move |c| c.platforms.contains(&platform))
     }
 
-    /// The permissions in effect now. Editing the config file's permissions or read-only mode
-    /// takes effect on the next call; a config file that stops parsing refuses every call
-    /// (fail closed) until it is fixed. Other settings (roots, address) need a restart.
+    /// The permissions and policies in effect now. Editing the config file's permissions or
+    /// read-only mode, or a file of the `--policies` directory, takes effect on the next call;
+    /// a config file that stops parsing (or vanishes) and a policy file that stops validating
+    /// refuse every call (fail closed) until fixed. Other settings (roots, address) need a
+    /// restart.
     pub fn live(&self) -> Arc<Live> {
-        let now = crate::state_dir::file_stamp(&self.settings.config_path);
+        let now = Stamps {
+            config: crate::state_dir::file_stamp(&self.settings.config_path),
+            policies: policy_set::dir_stamp(self.settings.policies_dir.as_deref()),
+        };
         {
             let current = match self.live.read() {
                 Ok(g) => g,
@@ -229,10 +245,26 @@ impl App {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
+        let mut problems: Vec<String> = Vec::new();
+        let engine = if now.policies == current.stamp.policies {
+            current.engine.clone()
+        } else {
+            match policy_set::load(self.settings.policies_dir.as_deref()) {
+                Ok(e) => {
+                    tracing::info!("policies reloaded");
+                    Arc::new(e)
+                }
+                Err(errors) => {
+                    problems.extend(errors);
+                    current.engine.clone()
+                }
+            }
+        };
         // A config file that was there and is gone is broken, never fresh defaults: deleting
         // it (or an editor's unlink-then-rename) must not turn every permission back on.
-        let vanished = now.is_none() && (self.settings.config_exists || current.stamp.is_some());
-        let resolved = if vanished {
+        let vanished =
+            now.config.is_none() && (self.settings.config_exists || current.stamp.config.is_some());
+        let settings = if vanished {
             Err(vec![format!(
                 "{} is gone; every call is refused until it is back",
                 self.settings.config_path.display()
@@ -240,41 +272,40 @@ impl App {
         } else {
             Settings::resolve(&self.args).map_err(|e| e.iter().map(ToString::to_string).collect())
         };
-        let fresh = match resolved {
+        let (permissions, facts) = match settings {
             Ok(s) => {
                 let permissions =
                     PermissionState::new(Platform::current(), s.read_only, s.permissions.clone());
-                match self.engine.facts(&permissions.snapshot()) {
-                    Ok(facts) => {
-                        tracing::info!(config = %self.settings.config_path.display(), "permissions reloaded");
-                        Live {
-                            permissions,
-                            facts: Some(facts),
-                            broken: None,
-                            stamp: now,
-                        }
-                    }
-                    Err(d) => Live {
-                        permissions,
-                        facts: None,
-                        broken: Some(d.to_string()),
-                        stamp: now,
-                    },
-                }
+                let facts = engine
+                    .facts(&permissions.snapshot())
+                    .map_err(|d| problems.push(d.to_string()))
+                    .ok();
+                (permissions, facts)
             }
             Err(errors) => {
-                let why = errors.join("; ");
-                tracing::error!(problem = %why, "the config file is invalid; refusing every call until it is fixed");
-                Live {
-                    permissions: PermissionState::new(
-                        Platform::current(),
-                        true,
-                        Default::default(),
-                    ),
-                    facts: None,
-                    broken: Some(why),
-                    stamp: now,
-                }
+                problems.extend(errors);
+                let none = PermissionState::new(Platform::current(), true, Default::default());
+                (none, None)
+            }
+        };
+        let fresh = if problems.is_empty() {
+            tracing::info!(config = %self.settings.config_path.display(), "permissions reloaded");
+            Live {
+                permissions,
+                facts,
+                broken: None,
+                engine,
+                stamp: now,
+            }
+        } else {
+            let why = problems.join("; ");
+            tracing::error!(problem = %why, "the config or a policy file cannot be used; refusing every call until it is fixed");
+            Live {
+                permissions,
+                facts: None,
+                broken: Some(why),
+                engine,
+                stamp: now,
             }
         };
         *current = Arc::new(fresh);

@@ -2,7 +2,7 @@
 //! `policies/base/`), always; then the user rules, from `--policies DIR` or the embedded
 //! `policies/*.cedar`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use authz::{Engine, LoadError, PolicyFile};
 
@@ -56,6 +56,27 @@ pub fn from_dir(dir: &Path) -> Result<Vec<PolicyFile>, String> {
             })
         })
         .collect()
+}
+
+/// The version of every user policy file of `dir` (none for the embedded set, which cannot
+/// change while serving): a change to any of them reloads the policy set.
+pub fn dir_stamp(dir: Option<&Path>) -> Vec<(PathBuf, crate::state_dir::Stamp)> {
+    let Some(dir) = dir else { return Vec::new() };
+    let mut stamps: Vec<_> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "cedar"))
+                .map(|p| {
+                    let stamp = crate::state_dir::file_stamp(&p);
+                    (p, stamp)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    stamps.sort();
+    stamps
 }
 
 /// Loads the base and the user rules (`dir`, or the shipped `policies/`) and validates them

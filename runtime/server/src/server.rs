@@ -62,11 +62,11 @@ impl Served for App {
             return Err(ToolError::new(
                 tool_api::ErrorCode::PermissionDenied,
                 format!(
-                    "the config file cannot be used, so every call is refused until it is fixed: {why}"
+                    "the config file or a policy file cannot be used, so every call is refused until it is fixed: {why}"
                 ),
             ));
         };
-        let gate = authz::Gate::new(self.engine.clone(), connector, facts)?;
+        let gate = authz::Gate::new(live.engine.clone(), connector, facts)?;
         Ok(CallContext::new(gate).with_config_file(&self.settings.config_path))
     }
 
