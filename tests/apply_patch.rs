@@ -316,9 +316,8 @@ fn a_directory_swapped_for_a_symlink_after_the_check_cannot_redirect_the_write()
         std::fs::write(sb.root().join("sub/old.txt"), "old\n").unwrap();
         let resolved = roots.resolve(target, None).unwrap();
         let op = generated::core::ApplyPatchOperation::Add;
-        let authorized = gate
-            .authorize(op.action(), &resolved.resource(), resolved.clone())
-            .unwrap();
+        let cx = tool_api::CallContext::new(gate.clone());
+        let authorized = fs::WritePermit::authorize(&cx, op.write_action(), resolved).unwrap();
 
         // The swap: `sub` becomes a link to a directory outside the root.
         std::fs::rename(sb.root().join("sub"), sb.root().join("sub-moved")).unwrap();

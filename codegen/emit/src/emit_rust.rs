@@ -529,6 +529,24 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
                 quote!(Self::#id => #p,)
             });
             let d = format!("Operations of `{}`, each authorized on its own.", t.name);
+            // Operations that all need a mutating permission are writes: code that writes
+            // asks for a `TypedAction<Writes>`, which only this method gives.
+            let all_write = t.operations.iter().all(|op| {
+                surface
+                    .permissions
+                    .iter()
+                    .any(|p| p.name == op.requires && p.mutates)
+            });
+            let write_action = if all_write {
+                quote! {
+                    /// The Cedar action of this operation, typed as a write.
+                    pub const fn write_action(self) -> tool_api::TypedAction<tool_api::Writes> {
+                        tool_api::TypedAction::generated(self.action())
+                    }
+                }
+            } else {
+                quote!()
+            };
             out.items.push(quote! {
                 #[doc = #d]
                 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -550,6 +568,8 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
                             #(#perm_arms)*
                         }
                     }
+
+                    #write_action
                 }
             });
         }

@@ -35,16 +35,50 @@ pub fn read_all(target: &Authorized<Resolved>) -> std::io::Result<(Vec<u8>, u32)
 /// Replaces (or creates) a file atomically beneath its root, creating missing directories.
 /// `mode` keeps an existing file's permission bits.
 pub fn write_atomic(
-    target: &Authorized<Resolved>,
+    permit: &WritePermit,
     contents: &[u8],
     mode: Option<u32>,
 ) -> std::io::Result<()> {
-    beneath::write(&anchored(target)?, contents, mode)
+    beneath::write(&anchored(&permit.0)?, contents, mode)
 }
 
 /// Removes a regular file beneath its root.
-pub fn remove_file(target: &Authorized<Resolved>) -> std::io::Result<()> {
-    beneath::remove(&anchored(target)?)
+pub fn remove_file(permit: &WritePermit) -> std::io::Result<()> {
+    beneath::remove(&anchored(&permit.0)?)
+}
+
+/// A permit to write or remove one resolved path. The only way to get one is
+/// [`WritePermit::authorize`]: Cedar's permit of a write action on exactly that path. A read
+/// permit, a permit on `Host` or a permit for another path cannot be passed where a write is
+/// done (`tests/compile_fail` shows each refused by the compiler).
+#[derive(Debug)]
+pub struct WritePermit(Authorized<Resolved>);
+
+impl WritePermit {
+    /// Asks the policies whether `action` (a write) may touch `target`, deciding on the
+    /// resource `target` itself describes.
+    pub fn authorize(
+        cx: &tool_api::CallContext,
+        action: tool_api::TypedAction<tool_api::Writes>,
+        target: Resolved,
+    ) -> Result<WritePermit, tool_api::ToolError> {
+        let resource = target.resource();
+        cx.authorize(action.id(), &resource, target)
+            .map(WritePermit)
+    }
+
+    /// The permitted target (reading it back for a rollback copy is part of writing it).
+    pub fn target(&self) -> &Authorized<Resolved> {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for WritePermit {
+    type Target = Resolved;
+
+    fn deref(&self) -> &Resolved {
+        &self.0
+    }
 }
 
 /// How many leading bytes decide whether a file is text.

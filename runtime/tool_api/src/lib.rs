@@ -5,6 +5,7 @@
 pub mod check;
 mod context;
 mod decode;
+mod effect;
 mod error;
 mod limit;
 mod reply;
@@ -13,6 +14,7 @@ mod spec;
 pub use authz::{ActionId, AttrValue, Authorized, Host, Resource};
 pub use context::{CallContext, Decided, MAX_RECORDED_ID_CHARS};
 pub use decode::{Validate, decode};
+pub use effect::{Reads, TypedAction, Writes};
 pub use error::{ErrorCode, ToolError};
 pub use limit::{ByteSize, Bytes, Millis, Quantity, TimeLimit};
 pub use reply::{Content, Encoded, NoOutput, Reply, encode, encode_unstructured};

@@ -13,19 +13,19 @@ use generated::types::{PatchedFile, PatchedFileOp};
 use patch::FileOp;
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
 
-use crate::ops::fs;
+use crate::ops::fs::{self, WritePermit};
 use crate::ops::path_policy::{Kind, Resolved, Roots};
 
 /// One write or removal the patch will do, already authorized.
 enum Step {
     Write {
-        target: Authorized<Resolved>,
+        target: WritePermit,
         contents: Vec<u8>,
         mode: Option<u32>,
         before: Option<(Vec<u8>, u32)>,
     },
     Remove {
-        target: Authorized<Resolved>,
+        target: WritePermit,
         before: Option<(Vec<u8>, u32)>,
     },
 }
@@ -46,23 +46,29 @@ impl Planner<'_> {
         self.roots.resolve(given, Some(&self.base))
     }
 
-    /// Authorizes `op` on `target`, naming the path as the patch wrote it.
-    fn authorize<T>(
-        &self,
-        op: ApplyPatchOperation,
-        target: &Resolved,
-        value: T,
-    ) -> Result<Authorized<T>, ToolError> {
+    /// A refusal naming the path as the patch wrote it.
+    fn refused(&self, given: &str, e: ToolError) -> ToolError {
+        let roots = if e.code == ErrorCode::PathNotAllowed {
+            format!(" ({} approved root(s))", self.roots.len())
+        } else {
+            String::new()
+        };
+        ToolError::new(e.code, format!("{given}: {}{roots}", e.message))
+    }
+
+    /// Authorizes `op` on `target` as a further condition (no permit to write is made).
+    fn authorize(&self, op: ApplyPatchOperation, target: &Resolved) -> Result<(), ToolError> {
         self.cx
-            .authorize(op.action(), &target.resource(), value)
-            .map_err(|e| {
-                let roots = if e.code == ErrorCode::PathNotAllowed {
-                    format!(" ({} approved root(s))", self.roots.len())
-                } else {
-                    String::new()
-                };
-                ToolError::new(e.code, format!("{}: {}{roots}", target.given, e.message))
-            })
+            .authorize(op.action(), &target.resource(), ())
+            .map(drop)
+            .map_err(|e| self.refused(&target.given, e))
+    }
+
+    /// The permit to write `target` for `op`: the only way a step gets a target.
+    fn permit(&self, op: ApplyPatchOperation, target: Resolved) -> Result<WritePermit, ToolError> {
+        let given = target.given.clone();
+        WritePermit::authorize(self.cx, op.write_action(), target)
+            .map_err(|e| self.refused(&given, e))
     }
 
     fn claim(&mut self, target: &Resolved) -> Result<(), ToolError> {
@@ -112,12 +118,12 @@ impl Planner<'_> {
                     return Err(ToolError::invalid_input(format!("{path}: is a directory")));
                 }
                 let exists = target.kind == Kind::File;
-                let target = self.authorize(ApplyPatchOperation::Add, &target, target.clone())?;
+                let target = self.permit(ApplyPatchOperation::Add, target)?;
                 if exists {
                     // Replacing a file's contents is an edit, whatever the header says.
-                    self.authorize(ApplyPatchOperation::Update, &target, ())?;
+                    self.authorize(ApplyPatchOperation::Update, &target)?;
                 }
-                let before = self.snapshot(&target)?;
+                let before = self.snapshot(target.target())?;
                 let mode = before.as_ref().map(|(_, m)| *m).filter(|m| *m != 0);
                 report.push(PatchedFile {
                     path: path.clone(),
@@ -156,9 +162,8 @@ impl Planner<'_> {
                         ));
                     }
                 }
-                let target =
-                    self.authorize(ApplyPatchOperation::Delete, &target, target.clone())?;
-                let before = self.snapshot(&target)?;
+                let target = self.permit(ApplyPatchOperation::Delete, target)?;
+                let before = self.snapshot(target.target())?;
                 let removed = before.as_ref().map_or(0, |(b, _)| {
                     String::from_utf8_lossy(b).lines().count() as i64
                 });
@@ -202,12 +207,12 @@ impl Planner<'_> {
                 } else {
                     ApplyPatchOperation::Update
                 };
-                let source = self.authorize(op, &source, source.clone())?;
+                let source = self.permit(op, source)?;
                 if move_to.is_some() && !chunks.is_empty() {
                     // Moving and changing lines is an edit as well as a move.
-                    self.authorize(ApplyPatchOperation::Update, &source, ())?;
+                    self.authorize(ApplyPatchOperation::Update, &source)?;
                 }
-                let (bytes, mode) = self.read_text(&source)?;
+                let (bytes, mode) = self.read_text(source.target())?;
                 let text = std::str::from_utf8(&bytes).map_err(|_| {
                     ToolError::invalid_input(format!(
                         "{path}: not UTF-8 text; apply_patch does not edit binary files"
@@ -216,7 +221,7 @@ impl Planner<'_> {
                 let updated = patch::apply_update(text, chunks).map_err(|e| {
                     // A mismatch quotes the file only to a caller that may read it: with
                     // `read` off, an edit permission must not become a way to read.
-                    let readable = self.cx.permits(actions::READ, &source.get().resource());
+                    let readable = self.cx.permits(actions::READ, &source.resource());
                     let e = if readable { e } else { e.without_file_text() };
                     ToolError::new(ErrorCode::PatchMismatch, format!("{path}: {e}"))
                 })?;
@@ -246,12 +251,11 @@ impl Planner<'_> {
                             )));
                         }
                         let dest_exists = dest.kind == Kind::File;
-                        let dest =
-                            self.authorize(ApplyPatchOperation::Move, &dest, dest.clone())?;
+                        let dest = self.permit(ApplyPatchOperation::Move, dest)?;
                         if dest_exists {
-                            self.authorize(ApplyPatchOperation::Update, &dest, ())?;
+                            self.authorize(ApplyPatchOperation::Update, &dest)?;
                         }
-                        let dest_before = self.snapshot(&dest)?;
+                        let dest_before = self.snapshot(dest.target())?;
                         report.push(PatchedFile {
                             path: path.clone(),
                             op: PatchedFileOp::Move,
