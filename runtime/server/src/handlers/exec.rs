@@ -5,10 +5,10 @@ use std::time::Duration;
 use generated::core::{ExecCommandArgs, WriteStdinArgs, actions, limits};
 use generated::resources::{Command, Session};
 use generated::types::{BatchItem, ExecResult};
-use terminal::{Outcome, Registry};
+use terminal::{Commands, Outcome, Registry, Run};
 use tool_api::{CallContext, Reply, TimeLimit, ToolError};
 
-use crate::ops::exec::{self, DISPLAY_VARS, Start};
+use crate::ops::exec::{self, DISPLAY_VARS};
 use crate::ops::path_policy::Roots;
 
 fn clamp_wait(given: Option<i64>, default: TimeLimit, min: TimeLimit, max: TimeLimit) -> Duration {
@@ -131,29 +131,23 @@ pub(super) async fn exec_command(
         }
     };
     let workdir = cwd.display().to_string();
-    let mut commands = Vec::with_capacity(cmds.len());
-    for (i, cmd) in cmds.into_iter().enumerate() {
-        let resource = Command {
-            id: cmd.chars().take(4096).collect(),
-            workdir: workdir.clone(),
-            display_env,
-        };
-        let authorized = cx
-            .authorize(actions::EXEC_COMMAND, &resource, cmd)
-            .map_err(|e| {
-                if batch {
-                    ToolError::new(e.code, format!("cmds[{i}]: {}", e.message))
-                } else {
-                    e
-                }
-            })?;
-        commands.push(authorized);
+    // In a batch each command is decided on its own, so a refusal names the item.
+    if batch {
+        for (i, cmd) in cmds.iter().enumerate() {
+            let item = Command {
+                id: cmd.chars().take(4096).collect(),
+                workdir: workdir.clone(),
+                display_env,
+            };
+            cx.authorize(actions::EXEC_COMMAND, &item, ())
+                .map_err(|e| ToolError::new(e.code, format!("cmds[{i}]: {}", e.message)))?;
+        }
     }
     // Whether children may keep the desktop session in their environment: the same rule,
     // asked about an environment that reaches it.
     let probe = Command {
         id: "(inherited environment)".into(),
-        workdir,
+        workdir: workdir.clone(),
         display_env: true,
     };
     let env_remove = if cx.permits(actions::EXEC_COMMAND, &probe) {
@@ -167,14 +161,26 @@ pub(super) async fn exec_command(
         limits::exec_command::MIN_YIELD,
         limits::exec_command::MAX_YIELD,
     );
-    let start = Start {
+    // The whole run is what gets authorized and then started: the command line(s), the start
+    // directory and the environment, never a bare string.
+    let resource = Command {
+        id: cmds.join("\n").chars().take(4096).collect(),
+        workdir,
+        display_env,
+    };
+    let commands = if batch {
+        Commands::Batch(cmds)
+    } else {
+        Commands::One(cmds.into_iter().next().unwrap_or_default())
+    };
+    let run = Run {
         commands,
-        batch,
         cwd,
         env: env.into_iter().collect(),
         env_remove,
     };
-    let outcome = exec::start(registry, start, yield_for, budget(args.max_output_tokens)).await?;
+    let run = cx.authorize(actions::EXEC_COMMAND, &resource, run)?;
+    let outcome = exec::start(registry, run, yield_for, budget(args.max_output_tokens)).await?;
     let (output, text) = result(outcome, batch);
     Ok(Reply {
         output,

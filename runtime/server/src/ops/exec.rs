@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use terminal::{Commands, Outcome, Registry, Run, TerminalError};
+use terminal::{Outcome, Registry, Run, TerminalError};
 use tool_api::{Authorized, ErrorCode, ToolError};
 
 /// Variables that connect a process to the desktop session. `XDG_RUNTIME_DIR` is among them
@@ -59,45 +59,16 @@ fn terminal_error(e: TerminalError) -> ToolError {
     }
 }
 
-/// What to start, every command already authorized.
-pub struct Start {
-    /// The commands (one, or a batch).
-    pub commands: Vec<Authorized<String>>,
-    /// Whether they run as a batch.
-    pub batch: bool,
-    /// Start directory.
-    pub cwd: PathBuf,
-    /// Variables to add.
-    pub env: Vec<(String, String)>,
-    /// Inherited variables to drop.
-    pub env_remove: Vec<String>,
-}
-
-/// Starts the command(s) and collects output for up to `yield_for`.
+/// Starts an authorized run (its commands, start directory and environment, decided as one)
+/// and collects output for up to `yield_for`.
 pub async fn start(
     registry: &Registry,
-    start: Start,
+    run: Authorized<Run>,
     yield_for: Duration,
     budget: usize,
 ) -> Result<Outcome, ToolError> {
-    let mut cmds: Vec<String> = start
-        .commands
-        .into_iter()
-        .map(Authorized::into_inner)
-        .collect();
-    let commands = if start.batch {
-        Commands::Batch(cmds)
-    } else {
-        Commands::One(cmds.pop().unwrap_or_default())
-    };
-    let run = Run {
-        commands,
-        cwd: start.cwd,
-        env: start.env,
-        env_remove: start.env_remove,
-    };
     registry
-        .exec(run, yield_for, budget)
+        .exec(run.into_inner(), yield_for, budget)
         .await
         .map_err(terminal_error)
 }
