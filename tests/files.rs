@@ -541,3 +541,51 @@ async fn gantrys_own_files_are_out_of_reach_of_its_tools() {
     assert!(!is_error(&r), "{}", text(&r));
     client.cancel().await.unwrap();
 }
+
+/// Roots are live: a change to `roots` in the config file applies from the next call, and a
+/// root that cannot be served refuses every call until fixed.
+#[tokio::test]
+async fn roots_from_the_config_file_are_live() {
+    let sb = Sandbox::new();
+    let (a, b) = (sb.path("a"), sb.path("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("x.txt"), "in a\n").unwrap();
+    std::fs::write(b.join("y.txt"), "in b\n").unwrap();
+    let roots = |dir: &std::path::Path| format!("roots = [{:?}]\n", dir.display().to_string());
+    sb.config(&roots(&a));
+    let mut cmd = tokio::process::Command::new(crate::support::gantry());
+    cmd.args(["serve", "--stdio", "--config"])
+        .arg(sb.path("config.toml"))
+        .arg("--state-dir")
+        .arg(sb.path("state"))
+        .current_dir(sb.path("home"))
+        .env("HOME", sb.path("home"))
+        .env("GANTRY_LOG", "warn")
+        .env_remove("GANTRY_ROOTS");
+    let (_, client) = crate::support::stdio_client(cmd).await;
+    let y = b.join("y.txt").display().to_string();
+    let r = call(&client, "read", json!({ "paths": ["x.txt", y] })).await;
+    assert_eq!(structured(&r)["entries"][0]["text"], "in a\n");
+    assert_eq!(
+        structured(&r)["entries"][1]["error_code"],
+        "PATH_NOT_ALLOWED"
+    );
+
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    sb.config(&roots(&b));
+    let x = a.join("x.txt").display().to_string();
+    let r = call(&client, "read", json!({ "paths": ["y.txt", x] })).await;
+    assert_eq!(structured(&r)["entries"][0]["text"], "in b\n");
+    assert_eq!(
+        structured(&r)["entries"][1]["error_code"],
+        "PATH_NOT_ALLOWED"
+    );
+
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    sb.config(&roots(&sb.path("missing")));
+    let r = call(&client, "read", json!({ "paths": ["y.txt"] })).await;
+    assert!(is_error(&r));
+    assert!(text(&r).contains("every call is refused"), "{}", text(&r));
+    client.cancel().await.unwrap();
+}

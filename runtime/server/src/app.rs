@@ -37,8 +37,37 @@ pub struct Live {
     pub broken: Option<String>,
     /// The policy set calls are decided by (the last valid one while `broken`).
     pub engine: Arc<Engine>,
+    /// The roots as configured when this was built (a change rebuilds [`App::roots`]).
+    roots: Vec<std::path::PathBuf>,
     /// The versions of the config file and the user policy files this was built from.
     stamp: Stamps,
+}
+
+/// The approved roots in effect: swapped by [`App::live`] when the config file's `roots`
+/// change, read once at the start of each call.
+#[derive(Debug)]
+pub struct LiveRoots(std::sync::RwLock<Arc<Roots>>);
+
+impl LiveRoots {
+    /// Roots in effect from now on.
+    pub fn new(roots: Roots) -> LiveRoots {
+        LiveRoots(std::sync::RwLock::new(Arc::new(roots)))
+    }
+
+    /// The roots in effect.
+    pub fn get(&self) -> Arc<Roots> {
+        match self.0.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    fn set(&self, roots: Roots) {
+        match self.0.write() {
+            Ok(mut g) => *g = Arc::new(roots),
+            Err(p) => *p.into_inner() = Arc::new(roots),
+        }
+    }
 }
 
 /// What [`App::live`] watches: the config file and every user policy file.
@@ -63,8 +92,8 @@ pub struct App {
     pub audit: Audit,
     /// Every tool's MCP definition, in declaration order.
     pub tools: Vec<ServedTool>,
-    /// The approved roots.
-    pub roots: Arc<Roots>,
+    /// The approved roots in effect.
+    pub roots: Arc<LiveRoots>,
     /// Live command sessions.
     pub terminal: Arc<terminal::Registry>,
 }
@@ -113,6 +142,16 @@ pub fn served_tools_of(specs: &'static [ToolSpec]) -> Result<Vec<ServedTool>, St
         .collect()
 }
 
+/// gantry's own files, kept out of reach of its tools wherever the roots are.
+fn owned_files(settings: &Settings) -> Vec<std::path::PathBuf> {
+    [Some(&settings.config_path), Some(&settings.state_dir)]
+        .into_iter()
+        .chain([settings.policies_dir.as_ref()])
+        .flatten()
+        .cloned()
+        .collect()
+}
+
 impl App {
     /// Loads policies, resolves roots, opens the state directory: everything that can fail
     /// before serving, with every problem reported.
@@ -122,15 +161,8 @@ impl App {
             .map_err(|e| problems.extend(e))
             .ok();
         // gantry's own files stay out of reach of its tools, wherever the roots are.
-        let owned: Vec<std::path::PathBuf> =
-            [Some(&settings.config_path), Some(&settings.state_dir)]
-                .into_iter()
-                .chain([settings.policies_dir.as_ref()])
-                .flatten()
-                .cloned()
-                .collect();
         let roots = Roots::new(&settings.roots)
-            .map(|r| r.with_gantry_files(&owned))
+            .map(|r| r.with_gantry_files(&owned_files(&settings)))
             .map_err(|e| problems.push(e))
             .ok();
         let tools = served_tools().map_err(|e| problems.push(e)).ok();
@@ -154,7 +186,8 @@ impl App {
             state_dir = %settings.state_dir.display(),
             "approved roots"
         );
-        let roots = Arc::new(roots);
+        let configured_roots = settings.roots.clone();
+        let roots = Arc::new(LiveRoots::new(roots));
         let terminal = Arc::new(terminal::Registry::new(terminal::Config {
             max_sessions: generated::core::limits::exec_command::MAX_SESSIONS,
             idle_timeout: settings.session_idle,
@@ -174,6 +207,7 @@ impl App {
             facts: Some(facts),
             broken: None,
             engine: Arc::new(engine),
+            roots: configured_roots,
             stamp: Stamps {
                 config: crate::state_dir::file_stamp(&settings.config_path),
                 policies: policy_set::dir_stamp(settings.policies_dir.as_deref()),
@@ -225,8 +259,8 @@ impl App {
     /// The permissions and policies in effect now. Editing the config file's permissions or
     /// read-only mode, or a file of the `--policies` directory, takes effect on the next call;
     /// a config file that stops parsing (or vanishes) and a policy file that stops validating
-    /// refuse every call (fail closed) until fixed. Other settings (roots, address) need a
-    /// restart.
+    /// refuse every call (fail closed) until fixed. Roots from the config file are live the
+    /// same way; the address needs a restart.
     pub fn live(&self) -> Arc<Live> {
         let now = Stamps {
             config: crate::state_dir::file_stamp(&self.settings.config_path),
@@ -272,8 +306,25 @@ impl App {
         } else {
             Settings::resolve(&self.args).map_err(|e| e.iter().map(ToString::to_string).collect())
         };
+        let mut roots = current.roots.clone();
         let (permissions, facts) = match settings {
             Ok(s) => {
+                // Roots are live too: a change to `roots` in the config applies from the
+                // next call; roots that cannot be served refuse every call until fixed.
+                problems.extend(s.default_root_problem());
+                if s.roots != current.roots {
+                    match Roots::new(&s.roots) {
+                        Ok(r) => {
+                            let r = r.with_gantry_files(&owned_files(&self.settings));
+                            let shown: Vec<String> =
+                                r.all().iter().map(|p| p.display().to_string()).collect();
+                            tracing::info!(roots = %shown.join(", "), "approved roots changed");
+                            self.roots.set(r);
+                            roots.clone_from(&s.roots);
+                        }
+                        Err(e) => problems.push(e),
+                    }
+                }
                 let permissions =
                     PermissionState::new(Platform::current(), s.read_only, s.permissions.clone());
                 let facts = engine
@@ -295,6 +346,7 @@ impl App {
                 facts,
                 broken: None,
                 engine,
+                roots,
                 stamp: now,
             }
         } else {
@@ -305,6 +357,7 @@ impl App {
                 facts: None,
                 broken: Some(why),
                 engine,
+                roots,
                 stamp: now,
             }
         };

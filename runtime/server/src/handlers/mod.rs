@@ -17,18 +17,18 @@ use generated::desktop::DesktopHandlers;
 use generated::types::ExecResult;
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
 
-use crate::ops::path_policy::Roots;
+use crate::app::LiveRoots;
 
 /// Handlers of the Core connector.
 #[derive(Debug, Clone)]
 pub struct CoreTools {
-    roots: Arc<Roots>,
+    roots: Arc<LiveRoots>,
     terminal: Arc<terminal::Registry>,
 }
 
 impl CoreTools {
     /// Core handlers: files confined by `roots`, commands in `terminal`'s sessions.
-    pub fn new(roots: Arc<Roots>, terminal: Arc<terminal::Registry>) -> Self {
+    pub fn new(roots: Arc<LiveRoots>, terminal: Arc<terminal::Registry>) -> Self {
         Self { roots, terminal }
     }
 }
@@ -59,9 +59,9 @@ impl CoreHandlers for CoreTools {
         let args = call.into_inner();
         if read::is_quick(&args) {
             // A few plain files: cheaper to read right here than to hand the worker off.
-            return read::run(&self.roots, cx, args);
+            return read::run(&self.roots.get(), cx, args);
         }
-        let roots = self.roots.clone();
+        let roots = self.roots.get();
         let cx = cx.clone();
         blocking(move || read::run(&roots, &cx, args)).await?
     }
@@ -71,7 +71,7 @@ impl CoreHandlers for CoreTools {
         call: Authorized<ViewImageArgs>,
         cx: &CallContext,
     ) -> Result<Reply<ViewImageOutput>, ToolError> {
-        let roots = self.roots.clone();
+        let roots = self.roots.get();
         let cx = cx.clone();
         let args = call.into_inner();
         blocking(move || view_image::run(&roots, &cx, args)).await?
@@ -82,7 +82,7 @@ impl CoreHandlers for CoreTools {
         call: Authorized<FindArgs>,
         cx: &CallContext,
     ) -> Result<Reply<FindOutput>, ToolError> {
-        let roots = self.roots.clone();
+        let roots = self.roots.get();
         let cx = cx.clone();
         let args = call.into_inner();
         blocking(move || find::run(&roots, &cx, args)).await?
@@ -93,7 +93,7 @@ impl CoreHandlers for CoreTools {
         call: Authorized<ExecCommandArgs>,
         cx: &CallContext,
     ) -> Result<Reply<ExecResult>, ToolError> {
-        exec::exec_command(&self.terminal, &self.roots, cx, call.into_inner()).await
+        exec::exec_command(&self.terminal, &self.roots.get(), cx, call.into_inner()).await
     }
 
     async fn write_stdin(
@@ -109,7 +109,7 @@ impl CoreHandlers for CoreTools {
         call: Authorized<ApplyPatchArgs>,
         cx: &CallContext,
     ) -> Result<Reply<ApplyPatchOutput>, ToolError> {
-        let roots = self.roots.clone();
+        let roots = self.roots.get();
         let cx = cx.clone();
         let args = call.into_inner();
         blocking(move || apply_patch::run(&roots, &cx, args)).await?
