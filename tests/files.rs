@@ -508,6 +508,15 @@ async fn gantrys_own_files_are_out_of_reach_of_its_tools() {
     assert!(!text(&glob).contains(token), "no token through a glob");
     let found = call(&client, "find", json!({ "query": token })).await;
     assert!(!text(&found).contains(token), "{}", text(&found));
+    // Never read at all, so not even a withheld count answers a guess.
+    assert!(!text(&found).contains("withheld"), "{}", text(&found));
+    let found = call(
+        &client,
+        "find",
+        json!({ "query": token, "paths": ["state"] }),
+    )
+    .await;
+    assert!(!text(&found).contains(token), "{}", text(&found));
 
     let found = call(&client, "find", json!({ "query": "exec" })).await;
     assert!(!text(&found).contains("config.toml:"), "{}", text(&found));

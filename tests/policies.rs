@@ -299,6 +299,10 @@ async fn policy_edits_apply_on_the_next_call_and_a_broken_file_refuses_every_cal
         "{refused}"
     );
 
+    // An unrelated config edit does not drop the broken file from view.
+    sb.config("# touched\n");
+    assert!(crate::support::text(&read().await).contains("every call is refused"));
+
     std::fs::remove_file(&rule).unwrap();
     assert!(!crate::support::is_error(&read().await));
     client.cancel().await.unwrap();

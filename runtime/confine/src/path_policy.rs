@@ -71,6 +71,8 @@ pub struct Roots {
     roots: Vec<PathBuf>,
     /// gantry's own files and directories, canonical: never reached through a tool.
     owned: Vec<PathBuf>,
+    /// Paths below `owned` the tools may still reach.
+    owned_except: Vec<PathBuf>,
 }
 
 impl Roots {
@@ -93,26 +95,33 @@ impl Roots {
         Ok(Roots {
             roots,
             owned: Vec::new(),
+            owned_except: Vec::new(),
         })
     }
 
     /// Marks gantry's own files (the config file, the state and policy directories) so that
     /// every path at or below them says `gantry_owned`, whatever the roots contain. A path
-    /// that does not exist yet is placed through its parent, so it is caught once created.
-    pub fn with_gantry_files(mut self, paths: &[PathBuf]) -> Roots {
-        for p in paths {
-            let canonical = std::fs::canonicalize(p).ok().or_else(|| {
-                let parent = std::fs::canonicalize(p.parent()?).ok()?;
-                Some(parent.join(p.file_name()?))
-            });
-            self.owned.push(canonical.unwrap_or_else(|| p.clone()));
-        }
+    /// that does not exist yet is placed the way [`Roots::resolve`] places new paths (its
+    /// nearest existing ancestor canonical, the rest appended), so it is caught once created,
+    /// even below a symlinked ancestor. `except` are sub-paths the tools may use (the spill
+    /// files of command output, which the model is told to read).
+    pub fn with_gantry_files(mut self, paths: &[PathBuf], except: &[PathBuf]) -> Roots {
+        let place =
+            |p: &PathBuf| resolve_os(p).map_or_else(|_| p.clone(), |(canonical, _)| canonical);
+        self.owned.extend(paths.iter().map(place));
+        self.owned_except.extend(except.iter().map(place));
         self
+    }
+
+    /// gantry's own files, canonical (what a walk must never enter).
+    pub fn gantry_files(&self) -> &[PathBuf] {
+        &self.owned
     }
 
     /// Whether a canonical path is, or lies below, one of gantry's own files.
     pub fn is_gantry_owned(&self, canonical: &Path) -> bool {
         self.owned.iter().any(|o| within(o, canonical))
+            && !self.owned_except.iter().any(|e| within(e, canonical))
     }
 
     /// The first root: where relative paths resolve by default.
@@ -277,6 +286,43 @@ mod tests {
         std::fs::write(dir.path().join("secret.txt"), "s").unwrap();
         let roots = Roots::new(&[root]).unwrap();
         (dir, roots)
+    }
+
+    /// gantry's own files are placed by their real path even when they do not exist yet and
+    /// an ancestor is a symlink, and the usable exceptions below them stay usable.
+    #[cfg(unix)]
+    #[test]
+    fn gantry_files_are_recognised_through_symlinks_before_they_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), dir.path().join("link")).unwrap();
+        let roots = Roots::new(std::slice::from_ref(&root))
+            .unwrap()
+            .with_gantry_files(
+                &[
+                    dir.path().join("link/missing/gantry/config.toml"),
+                    root.join("state"),
+                ],
+                &[root.join("state/spill")],
+            );
+        let r = roots
+            .resolve("real/missing/gantry/config.toml", None)
+            .unwrap();
+        assert!(r.gantry_owned, "{r:?}");
+        assert!(
+            roots
+                .resolve("state/tokens.toml", None)
+                .unwrap()
+                .gantry_owned
+        );
+        assert!(
+            !roots
+                .resolve("state/spill/out-1.txt", None)
+                .unwrap()
+                .gantry_owned
+        );
+        assert!(!roots.resolve("real/other.txt", None).unwrap().gantry_owned);
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub struct Live {
     pub engine: Arc<Engine>,
     /// The roots as configured when this was built (a change rebuilds [`App::roots`]).
     roots: Vec<std::path::PathBuf>,
+    /// Why the user policy files as stamped do not load (kept until one of them changes, so
+    /// a broken file is never silently dropped by an unrelated reload).
+    policy_problems: Vec<String>,
     /// The versions of the config file and the user policy files this was built from.
     stamp: Stamps,
 }
@@ -152,6 +155,11 @@ fn owned_files(settings: &Settings) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// Below gantry's own files, what the tools may use: the spill files of command output.
+fn usable_files(settings: &Settings) -> Vec<std::path::PathBuf> {
+    vec![settings.state_dir.join("spill")]
+}
+
 impl App {
     /// Loads policies, resolves roots, opens the state directory: everything that can fail
     /// before serving, with every problem reported.
@@ -160,12 +168,8 @@ impl App {
         let engine = policy_set::load(settings.policies_dir.as_deref())
             .map_err(|e| problems.extend(e))
             .ok();
-        // gantry's own files stay out of reach of its tools, wherever the roots are.
-        let roots = Roots::new(&settings.roots)
-            .map(|r| r.with_gantry_files(&owned_files(&settings)))
-            .map_err(|e| problems.push(e))
-            .ok();
         let tools = served_tools().map_err(|e| problems.push(e)).ok();
+        // The state directory first, so gantry's own files are placed by their real path.
         let audit = crate::state_dir::ensure(&settings.state_dir)
             .and_then(|()| Audit::open(&settings.state_dir, settings.audit_command_lines))
             .map_err(|e| {
@@ -174,6 +178,11 @@ impl App {
                     settings.state_dir.display()
                 ))
             })
+            .ok();
+        // gantry's own files stay out of reach of its tools, wherever the roots are.
+        let roots = Roots::new(&settings.roots)
+            .map(|r| r.with_gantry_files(&owned_files(&settings), &usable_files(&settings)))
+            .map_err(|e| problems.push(e))
             .ok();
         let (Some(engine), Some(roots), Some(tools), Some(audit)) = (engine, roots, tools, audit)
         else {
@@ -208,6 +217,7 @@ impl App {
             broken: None,
             engine: Arc::new(engine),
             roots: configured_roots,
+            policy_problems: Vec::new(),
             stamp: Stamps {
                 config: crate::state_dir::file_stamp(&settings.config_path),
                 policies: policy_set::dir_stamp(settings.policies_dir.as_deref()),
@@ -279,25 +289,22 @@ impl App {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        let mut problems: Vec<String> = Vec::new();
-        let engine = if now.policies == current.stamp.policies {
-            current.engine.clone()
+        let (engine, policy_problems) = if now.policies == current.stamp.policies {
+            (current.engine.clone(), current.policy_problems.clone())
         } else {
             match policy_set::load(self.settings.policies_dir.as_deref()) {
                 Ok(e) => {
                     tracing::info!("policies reloaded");
-                    Arc::new(e)
+                    (Arc::new(e), Vec::new())
                 }
-                Err(errors) => {
-                    problems.extend(errors);
-                    current.engine.clone()
-                }
+                Err(errors) => (current.engine.clone(), errors),
             }
         };
+        let mut problems: Vec<String> = policy_problems.clone();
         // A config file that was there and is gone is broken, never fresh defaults: deleting
         // it (or an editor's unlink-then-rename) must not turn every permission back on.
-        let vanished =
-            now.config.is_none() && (self.settings.config_exists || current.stamp.config.is_some());
+        let had_config = self.settings.config_exists || current.stamp.config.is_some();
+        let vanished = now.config.is_none() && had_config;
         let settings = if vanished {
             Err(vec![format!(
                 "{} is gone; every call is refused until it is back",
@@ -308,6 +315,15 @@ impl App {
         };
         let mut roots = current.roots.clone();
         let (permissions, facts) = match settings {
+            Ok(s) if !s.config_exists && had_config => {
+                // Gone between the stamp and the read: still never fresh defaults.
+                problems.push(format!(
+                    "{} is gone; every call is refused until it is back",
+                    self.settings.config_path.display()
+                ));
+                let none = PermissionState::new(Platform::current(), true, Default::default());
+                (none, None)
+            }
             Ok(s) => {
                 // Roots are live too: a change to `roots` in the config applies from the
                 // next call; roots that cannot be served refuse every call until fixed.
@@ -315,7 +331,10 @@ impl App {
                 if s.roots != current.roots {
                     match Roots::new(&s.roots) {
                         Ok(r) => {
-                            let r = r.with_gantry_files(&owned_files(&self.settings));
+                            let r = r.with_gantry_files(
+                                &owned_files(&self.settings),
+                                &usable_files(&self.settings),
+                            );
                             let shown: Vec<String> =
                                 r.all().iter().map(|p| p.display().to_string()).collect();
                             tracing::info!(roots = %shown.join(", "), "approved roots changed");
@@ -347,6 +366,7 @@ impl App {
                 broken: None,
                 engine,
                 roots,
+                policy_problems,
                 stamp: now,
             }
         } else {
@@ -358,6 +378,7 @@ impl App {
                 broken: Some(why),
                 engine,
                 roots,
+                policy_problems,
                 stamp: now,
             }
         };

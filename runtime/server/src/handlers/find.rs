@@ -81,6 +81,7 @@ pub(super) fn run(
         max: limits::find::MAX_RESULTS,
         after: args.cursor.as_deref().map(decode_cursor).transpose()?,
         deadline: Instant::now() + limits::find::TIME_BUDGET.duration(),
+        skip: roots.gantry_files().to_vec(),
     };
     let found = search::search(&bases, &query)?;
 

@@ -47,6 +47,9 @@ pub struct Query {
     pub after: Option<(String, u64)>,
     /// Stop walking at this instant.
     pub deadline: Instant,
+    /// Canonical directories and files never read, whatever the bases (gantry's own files):
+    /// withholding their hits afterwards would still have read them.
+    pub skip: Vec<PathBuf>,
 }
 
 /// One result.
@@ -253,7 +256,9 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Found, To
     for b in &bases[1..] {
         walk.add(&b.path);
     }
+    let skip = query.skip.clone();
     walk.follow_links(false)
+        .filter_entry(move |e| !skip.iter().any(|s| e.path().starts_with(s)))
         .threads(std::thread::available_parallelism().map_or(2, |n| n.get().min(8)));
     let shared = Shared {
         query,
