@@ -507,6 +507,38 @@ async fn the_audit_log_shows_decisions_targets_and_policies() {
     assert_eq!(shown.lines().count(), 1, "{shown}");
     assert!(shown.contains("\"tool\":\"apply_patch\""), "{shown}");
 
+    // What is typed into a running command is what runs there: it is recorded too.
+    let client = sb.stdio(&[]).await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "cat", "yield_time_ms": 250 }),
+    )
+    .await;
+    let id = r.structured_content.clone().unwrap()["session_id"]
+        .as_i64()
+        .unwrap();
+    call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": id, "chars": "typed-in\n" }),
+    )
+    .await;
+    call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": id, "kill": true }),
+    )
+    .await;
+    client.cancel().await.unwrap();
+    let log = std::fs::read_to_string(sb.path("state/audit.jsonl")).unwrap();
+    let typed: Value = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["tool"] == "write_stdin")
+        .unwrap();
+    assert_eq!(typed["input"], "typed-in\n", "{typed}");
+
     // Content-safe: command lines are withheld.
     sb.config("audit_command_lines = false\n");
     let client = sb.stdio(&[]).await;

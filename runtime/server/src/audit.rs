@@ -1,8 +1,9 @@
 //! The audit log: one JSON line per tool call in `<state dir>/audit.jsonl` (mode 0600,
 //! rotated to `audit.jsonl.1` by size). It records who, what was decided on which targets
 //! (resolved paths, command lines cut to 200 characters, session ids) by which policies, the
-//! outcome and how long it took; never file contents, outputs or patch bodies. With
-//! `audit_command_lines = false` command lines are withheld too.
+//! outcome and how long it took, and what a `write_stdin` typed (cut the same way); never file
+//! contents, outputs or patch bodies. With `audit_command_lines = false` command lines and
+//! typed input are withheld too.
 
 use std::io::{BufRead as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -34,6 +35,9 @@ pub struct Entry<'a> {
     /// Decisions made beyond those recorded.
     #[serde(skip_serializing_if = "is_zero")]
     pub more_decisions: usize,
+    /// What the call typed into a running command (`write_stdin`), cut at 200 characters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
     /// `ok` or the error code.
     pub outcome: &'a str,
     /// Wall time of the call.
@@ -114,6 +118,9 @@ impl Audit {
                 .filter(|d| d.resource_type == "Command")
             {
                 d.resource = "(withheld)".into();
+            }
+            if entry.input.is_some() {
+                entry.input = Some("(withheld)".into());
             }
         }
         let mut line = match serde_json::to_vec(&*entry) {

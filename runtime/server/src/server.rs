@@ -131,17 +131,31 @@ impl<S: Served> ConnectorServer<S> {
         &self,
         name: &str,
         arguments: rmcp::model::JsonObject,
-    ) -> (Result<Encoded, ToolError>, (Vec<tool_api::Decided>, usize)) {
+    ) -> (Result<Encoded, ToolError>, Recorded) {
         let cx = match self.app.call_context(self.connector.name) {
             Ok(cx) => cx,
-            Err(e) => return (Err(e), (Vec::new(), 0)),
+            Err(e) => return (Err(e), Recorded::default()),
         };
         let outcome = self
             .app
             .dispatch(self.connector.name, &cx, name, arguments)
             .await;
-        (outcome, cx.decisions())
+        let (decisions, more) = cx.decisions();
+        let recorded = Recorded {
+            decisions,
+            more,
+            input: cx.input(),
+        };
+        (outcome, recorded)
     }
+}
+
+/// What a call recorded for the audit.
+#[derive(Debug, Default)]
+struct Recorded {
+    decisions: Vec<tool_api::Decided>,
+    more: usize,
+    input: Option<String>,
 }
 
 fn to_result(outcome: Result<Encoded, ToolError>) -> CallToolResult {
@@ -211,7 +225,7 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
         let name: String = request.name.chars().take(64).collect();
-        let (outcome, (decisions, more_decisions)) = self
+        let (outcome, recorded) = self
             .call_recorded(&request.name, request.arguments.unwrap_or_default())
             .await;
         let code = match &outcome {
@@ -226,9 +240,10 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
                 .map_or(0, |d| d.as_millis()),
             connector: self.connector.name,
             tool: &name,
-            decision: crate::audit::overall(&decisions),
-            decisions,
-            more_decisions,
+            decision: crate::audit::overall(&recorded.decisions),
+            decisions: recorded.decisions,
+            more_decisions: recorded.more,
+            input: recorded.input,
             outcome: code,
             duration_us: duration.as_micros(),
             labels: labels(&cx),

@@ -34,6 +34,7 @@ pub struct Decided {
 struct Record {
     decided: Vec<Decided>,
     more: usize,
+    input: Option<String>,
 }
 
 /// Everything a handler knows about the call besides its arguments: which connector it came
@@ -132,6 +133,19 @@ impl CallContext {
     /// of the call, so it is not recorded for the audit.
     pub fn permits<R: Resource + ?Sized>(&self, action: ActionId, resource: &R) -> bool {
         self.gate.authorize(action, resource, ()).is_ok()
+    }
+
+    /// Records what the call sends into a running command (a session's input is what runs
+    /// there), cut to [`MAX_RECORDED_ID_CHARS`], for the audit.
+    pub fn record_input(&self, input: &str) {
+        if let Ok(mut r) = self.record.lock() {
+            r.input = Some(input.chars().take(MAX_RECORDED_ID_CHARS).collect());
+        }
+    }
+
+    /// The input recorded with [`Self::record_input`], if any.
+    pub fn input(&self) -> Option<String> {
+        self.record.lock().ok().and_then(|r| r.input.clone())
     }
 
     /// The decisions made so far, and how many more were made than recorded.

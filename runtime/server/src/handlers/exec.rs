@@ -202,6 +202,9 @@ pub(super) async fn write_stdin(
     })?;
     let session = cx.authorize(actions::WRITE_STDIN, &Session { id: id.to_string() }, id)?;
     let chars = args.chars.unwrap_or_default();
+    if !chars.is_empty() {
+        cx.record_input(&chars);
+    }
     let outcome = if args.kill == Some(true) {
         exec::kill(registry, &session, budget(args.max_output_tokens)).await?
     } else {
