@@ -303,27 +303,18 @@ impl App {
         let mut problems: Vec<String> = policy_problems.clone();
         // A config file that was there and is gone is broken, never fresh defaults: deleting
         // it (or an editor's unlink-then-rename) must not turn every permission back on.
+        // (Resolving reads the file itself, so a file gone between the stamp and the read is
+        // caught here too.)
         let had_config = self.settings.config_exists || current.stamp.config.is_some();
-        let vanished = now.config.is_none() && had_config;
-        let settings = if vanished {
-            Err(vec![format!(
+        let settings = match Settings::resolve(&self.args) {
+            Ok(s) if !s.config_exists && had_config => Err(vec![format!(
                 "{} is gone; every call is refused until it is back",
                 self.settings.config_path.display()
-            )])
-        } else {
-            Settings::resolve(&self.args).map_err(|e| e.iter().map(ToString::to_string).collect())
+            )]),
+            resolved => resolved.map_err(|e| e.iter().map(ToString::to_string).collect()),
         };
         let mut roots = current.roots.clone();
         let (permissions, facts) = match settings {
-            Ok(s) if !s.config_exists && had_config => {
-                // Gone between the stamp and the read: still never fresh defaults.
-                problems.push(format!(
-                    "{} is gone; every call is refused until it is back",
-                    self.settings.config_path.display()
-                ));
-                let none = PermissionState::new(Platform::current(), true, Default::default());
-                (none, None)
-            }
             Ok(s) => {
                 // Roots are live too: a change to `roots` in the config applies from the
                 // next call; roots that cannot be served refuse every call until fixed.

@@ -129,9 +129,7 @@ fn too_wide_for_a_default_root(dir: &Path) -> Option<&'static str> {
     if canonical.parent().is_none() {
         return Some("the root of the filesystem");
     }
-    let home = std::env::var_os(if cfg!(windows) { "USERPROFILE" } else { "HOME" })
-        .filter(|h| !h.is_empty())
-        .and_then(|h| std::fs::canonicalize(h).ok());
+    let home = home().and_then(|h| std::fs::canonicalize(h).ok());
     (home.as_deref() == Some(canonical.as_path())).then_some("your home directory")
 }
 

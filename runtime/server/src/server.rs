@@ -117,17 +117,8 @@ impl<S: Served> ConnectorServer<S> {
             .collect()
     }
 
-    /// Runs one call through the generated dispatch.
-    pub async fn call(
-        &self,
-        name: &str,
-        arguments: rmcp::model::JsonObject,
-    ) -> Result<Encoded, ToolError> {
-        self.call_recorded(name, arguments).await.0
-    }
-
-    /// [`Self::call`], with the decisions the call made (for the audit log).
-    async fn call_recorded(
+    /// Runs one call through the generated dispatch; returns what it recorded for the audit.
+    async fn call(
         &self,
         name: &str,
         arguments: rmcp::model::JsonObject,
@@ -226,7 +217,7 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
         let started = Instant::now();
         let name: String = request.name.chars().take(64).collect();
         let (outcome, recorded) = self
-            .call_recorded(&request.name, request.arguments.unwrap_or_default())
+            .call(&request.name, request.arguments.unwrap_or_default())
             .await;
         let code = match &outcome {
             Ok(_) => "ok",
