@@ -126,6 +126,17 @@ impl Sandbox {
         stdio_client(cmd).await.1
     }
 
+    /// `serve` as users run it, for benches: this sandbox's config, state and root, but the
+    /// real HOME (and so the real shell profile), never the sandbox's empty one.
+    pub fn serve_as_user(&self, binary: &Path, extra: &[&str]) -> tokio::process::Command {
+        let mut cmd = self.serve(binary, extra);
+        if let Some(home) = std::env::var_os("HOME") {
+            cmd.env("HOME", home);
+        }
+        cmd.env("GANTRY_LOG", "error");
+        cmd
+    }
+
     /// `gantry serve` over HTTP on a free port.
     pub async fn http(&self, extra: &[&str]) -> HttpServer {
         let mut cmd = self.serve(Path::new(gantry()), &["--port", "0"]);

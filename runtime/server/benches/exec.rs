@@ -73,10 +73,10 @@ async fn call(client: &RunningService<RoleClient, ()>, args: Value) -> rmcp::mod
 fn benches(c: &mut Criterion) {
     let rt = support::current_thread_runtime();
     let sb = Sandbox::new();
-    let home = sb.path("home");
+    // The real HOME and shell profile, for the floor and for gantry alike.
+    let home = std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
     let _runtime = rt.enter();
-    let mut cmd = sb.serve(Path::new(gantry()), &["--stdio"]);
-    cmd.env("GANTRY_LOG", "error");
+    let cmd = sb.serve_as_user(Path::new(gantry()), &["--stdio"]);
     let (pid, client) = rt.block_on(stdio_client(cmd));
 
     let mut g = c.benchmark_group("exec echo hi");

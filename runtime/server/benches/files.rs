@@ -37,12 +37,7 @@ struct Server {
 impl Server {
     async fn start(sandbox: Sandbox, exec: bool) -> Server {
         sandbox.config(&format!("[permissions]\nexec = {exec}\n"));
-        let mut cmd = sandbox.serve(Path::new(gantry()), &["--stdio"]);
-        // File tools as users run them: the real HOME, not the sandbox's.
-        if let Some(home) = std::env::var_os("HOME") {
-            cmd.env("HOME", home);
-        }
-        cmd.env("GANTRY_LOG", "error");
+        let cmd = sandbox.serve_as_user(Path::new(gantry()), &["--stdio"]);
         Server {
             client: stdio_client(cmd).await.1,
             _sandbox: sandbox,

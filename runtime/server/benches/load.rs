@@ -83,8 +83,7 @@ fn main() {
                 .unwrap_or_default(),
         )
         .unwrap();
-        let mut cmd = sb.serve(Path::new(gantry()), &["--port", "0"]);
-        cmd.env("GANTRY_LOG", "error");
+        let cmd = sb.serve_as_user(Path::new(gantry()), &["--port", "0"]);
         let mut server = http_server(cmd).await;
         let url: Arc<str> = Arc::from(server.url(generated::core::NAME));
 

@@ -344,9 +344,7 @@ fn main() {
         std::fs::write(root.join("256k.txt"), format!("{}\n", "y".repeat(1023)).repeat(256)).unwrap();
 
         let gantry_cmd = || {
-            let mut c = sb.serve(Path::new(gantry()), &["--stdio"]);
-            c.env("GANTRY_LOG", "error");
-            c
+            sb.serve_as_user(Path::new(gantry()), &["--stdio"])
         };
         let fs_cmd = || {
             let mut c = tokio::process::Command::new("node");
