@@ -353,15 +353,15 @@ async fn bad_inputs_are_refused_before_anything_runs() {
         "INVALID_INPUT: env: `BAD-NAME` is not a valid variable name"
     );
     assert!(!made.exists());
-    let r = call(
-        &client,
-        "write_stdin",
-        json!({ "session_id": 99_999_999_999i64 }),
-    )
-    .await;
+    let r = call(&client, "write_stdin", json!({ "session_id": 1i64 << 53 })).await;
     assert_eq!(
         text(&r),
-        "INVALID_INPUT: session_id: 99999999999 is not a session id"
+        "INVALID_INPUT: session_id: 9007199254740992 is not a session id"
+    );
+    let r = call(&client, "write_stdin", json!({ "session_id": 424_242 })).await;
+    assert_eq!(
+        text(&r),
+        "NOT_FOUND: session 424242 is unknown or has finished; start the command again with exec_command"
     );
     client.cancel().await.unwrap();
 }

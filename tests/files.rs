@@ -598,3 +598,47 @@ async fn roots_from_the_config_file_are_live() {
     assert!(text(&r).contains("every call is refused"), "{}", text(&r));
     client.cancel().await.unwrap();
 }
+
+/// Outside the roots every tool answers the same whatever is there: an existing file, a
+/// missing one, a path through a file, `..` after a missing directory.
+#[tokio::test]
+async fn errors_say_nothing_about_what_lies_outside_the_roots() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.path("outside/dir")).unwrap();
+    std::fs::write(sb.path("outside/f.txt"), "secret\n").unwrap();
+    let client = find_client(&sb).await;
+    let probes = [
+        "../outside/f.txt",
+        "../outside/nothing.txt",
+        "../outside/f.txt/x",
+        "../outside/nothing/x",
+        "../outside/dir/../x",
+        "../outside/missing/../x",
+    ];
+    let mut answers = std::collections::BTreeSet::new();
+    for given in probes {
+        let patch = format!("*** Begin Patch\n*** Update File: {given}\n@@\n-a\n+b\n*** End Patch");
+        for (tool, args) in [
+            ("read", json!({ "paths": [given] })),
+            ("view_image", json!({ "path": given })),
+            ("find", json!({ "query": "secret", "paths": [given] })),
+            ("apply_patch", json!({ "patch": patch })),
+        ] {
+            let r = call(&client, tool, args).await;
+            let shown = if tool == "read" {
+                let e = &structured(&r)["entries"][0];
+                format!("{}: {}", e["error_code"], e["note"])
+            } else {
+                text(&r)
+            };
+            assert!(
+                shown.contains("PATH_NOT_ALLOWED"),
+                "{tool} {given}: {shown}"
+            );
+            answers.insert(format!("{tool}: {}", shown.replace(given, "<path>")));
+        }
+    }
+    // One answer per tool, whatever the probe.
+    assert_eq!(answers.len(), 4, "{answers:#?}");
+    client.cancel().await.unwrap();
+}

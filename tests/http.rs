@@ -251,6 +251,85 @@ async fn a_client_that_never_finishes_its_headers_is_dropped() {
     );
 }
 
+/// Sends `request` on a fresh connection and returns the start of the answer.
+async fn raw(addr: &str, request: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    String::from_utf8_lossy(&buf[..n]).to_string()
+}
+
+#[tokio::test]
+async fn two_host_headers_are_a_bad_request() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "x\n");
+    let server = sb.http(&[]).await;
+    let addr = server.base().trim_start_matches("http://").to_string();
+    let path = server
+        .url("core")
+        .trim_start_matches(&server.base())
+        .to_string();
+    let body = read_call();
+    let request = |hosts: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\n{hosts}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let one = raw(&addr, &request("Host: 127.0.0.1\r\n")).await;
+    assert!(one.starts_with("HTTP/1.1 200"), "{one}");
+    let two = raw(&addr, &request("Host: 127.0.0.1\r\nHost: evil.example\r\n")).await;
+    assert!(two.starts_with("HTTP/1.1 400"), "{two}");
+}
+
+/// 1,100 idle sockets that never send a byte (more than every connection slot) do not keep a
+/// real client out: unproven connections have their own small pool, oldest dropped first.
+#[cfg(unix)]
+#[tokio::test]
+async fn idle_sockets_cannot_hold_the_door_shut() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let want = limit.maximum.map_or(8192, |m| m.min(8192));
+    if limit.current.is_none_or(|c| c < want) {
+        let _ = setrlimit(
+            Resource::Nofile,
+            rustix::process::Rlimit {
+                current: Some(want),
+                maximum: limit.maximum,
+            },
+        );
+    }
+    let sb = Sandbox::new();
+    sb.write("a.txt", "x\n");
+    let server = sb.http(&[]).await;
+    let addr = server.base().trim_start_matches("http://").to_string();
+    let mut idle = Vec::new();
+    for _ in 0..1100 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let http = reqwest::Client::new();
+    // Before, the request waited for the header timeout (10 s) of the first idle socket.
+    let answered = tokio::time::timeout(
+        Duration::from_secs(5),
+        post(&http, server.url("core"), read_call()).send(),
+    )
+    .await;
+    let status = answered.map(|r| r.map(|r| r.status().as_u16()));
+    assert!(matches!(status, Ok(Ok(200))), "{status:?}");
+    // The dropped idle sockets see their connection closed.
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = [0u8; 1];
+    let first = tokio::time::timeout(Duration::from_secs(2), idle[0].read(&mut buf)).await;
+    assert!(matches!(first, Ok(Ok(0)) | Ok(Err(_))), "{first:?}");
+    drop(idle);
+    healthy(&http, &server).await;
+}
+
 #[tokio::test]
 async fn client_setups_carry_the_real_url_or_command() {
     let sb = Sandbox::new();

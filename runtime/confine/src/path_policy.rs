@@ -181,22 +181,49 @@ impl Roots {
         } else {
             base.unwrap_or(self.first()).join(raw)
         };
-        let (path, kind) = resolve_os(&absolute).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::InvalidInput {
-                ToolError::invalid_input(format!("{given}: {UP_THROUGH_MISSING}"))
-            } else {
-                ToolError::os(format!("{given}: cannot resolve"), &e)
+        let (path, kind) = match resolve_os(&absolute) {
+            Ok(found) => found,
+            Err(e) => {
+                // Whatever went wrong below a point outside every root (`f.txt/x` where f.txt
+                // is a file, `dir/../x` where dir is missing) must look exactly like any other
+                // outside path, or the error would tell what exists there.
+                if let Some(outside) = self.outside_ancestor(&absolute) {
+                    return Ok(Resolved {
+                        given: given.to_string(),
+                        path: outside,
+                        inside_root: false,
+                        root: None,
+                        gantry_owned: false,
+                        kind: Kind::Missing,
+                    });
+                }
+                return Err(if e.kind() == std::io::ErrorKind::InvalidInput {
+                    ToolError::invalid_input(format!("{given}: {UP_THROUGH_MISSING}"))
+                } else {
+                    ToolError::os(format!("{given}: cannot resolve"), &e)
+                });
             }
-        })?;
+        };
         let root = self.root_of(&path).map(Path::to_path_buf);
         Ok(Resolved {
             given: given.to_string(),
             gantry_owned: self.is_gantry_owned(&path),
             inside_root: root.is_some(),
+            // Outside the roots nothing is described: a file, a directory, a device and
+            // nothing at all are denied alike.
+            kind: if root.is_some() { kind } else { Kind::Missing },
             root,
             path,
-            kind,
         })
+    }
+
+    /// The deepest ancestor of `absolute` that resolves, when it lies outside every root.
+    fn outside_ancestor(&self, absolute: &Path) -> Option<PathBuf> {
+        let found = absolute
+            .ancestors()
+            .skip(1)
+            .find_map(|a| std::fs::canonicalize(a).ok())?;
+        (!self.contains(&found)).then_some(found)
     }
 }
 
@@ -399,9 +426,47 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn devices_are_special() {
+    fn fifos_inside_a_root_are_special() {
         let (_d, roots) = setup();
-        let r = roots.resolve("/dev/null", None).unwrap();
-        assert_eq!(r.kind, Kind::Special);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            roots.first().join("pipe"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_bits_truncate(0o600),
+            0,
+        )
+        .unwrap();
+        let r = roots.resolve("pipe", None).unwrap();
+        assert_eq!((r.kind, r.inside_root), (Kind::Special, true));
+    }
+
+    /// Outside the roots every path gets the same answer, whether it names a file, a
+    /// directory, a device, nothing, or goes through a file or a missing directory.
+    #[test]
+    fn outside_paths_reveal_nothing_about_what_is_there() {
+        let (d, roots) = setup();
+        std::fs::create_dir(d.path().join("dir")).unwrap();
+        let mut outside = vec![
+            "../secret.txt",
+            "../nothing.txt",
+            "../dir",
+            "../secret.txt/x",
+            "../nothing.txt/x",
+            "../dir/../x",
+            "../missing/../x",
+            "../secret.txt/../x",
+        ];
+        if cfg!(unix) {
+            outside.push("/dev/null");
+        }
+        for given in outside {
+            let r = roots.resolve(given, None);
+            let facts = r.as_ref().map(|r| (r.inside_root, r.kind, r.gantry_owned));
+            assert_eq!(
+                facts.map_err(ToString::to_string),
+                Ok((false, Kind::Missing, false)),
+                "{given}"
+            );
+        }
     }
 }

@@ -83,7 +83,10 @@ fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
         use std::os::unix::fs::OpenOptionsExt as _;
         options.mode(0o600);
     }
-    options.open(path)
+    let file = options.open(path)?;
+    // `mode` applies only when the file is created; an existing log is tightened too.
+    crate::state_dir::force_private(&file)?;
+    Ok(file)
 }
 
 impl Audit {

@@ -9,7 +9,12 @@
 //!   (403), which stops DNS rebinding.
 //! - Bounded: headers must arrive within 10 s, a request must finish within 90 s (every tool
 //!   yields within 30 s), bodies above 4 MiB get 413, at most 256 requests run at once (the rest
-//!   wait) and at most 1024 connections are open.
+//!   wait) and at most 1024 connections that have proven a token are open.
+//! - Connections that have not yet sent a request with a valid token live in a separate, small
+//!   pool: at most 256 of them, 32 per client address, and when either is full the *oldest* is
+//!   dropped to admit the new one. Idle sockets therefore cannot hold the door shut: a real
+//!   client, which sends its request at once, gets in even while someone keeps reconnecting.
+//!   More than one `Host` header is refused with 400 (RFC 9112).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -39,6 +44,93 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
 const MAX_IN_FLIGHT: usize = 256;
 const MAX_CONNECTIONS: usize = 1024;
+/// Connections that have not yet sent a request with a valid token, in all and per address.
+const MAX_UNPROVEN: usize = 256;
+const MAX_UNPROVEN_PER_ADDRESS: usize = 32;
+
+/// The connections that have not proven a token yet, oldest first.
+#[derive(Debug, Default)]
+struct Unproven {
+    queue: std::sync::Mutex<(
+        u64,
+        std::collections::VecDeque<(u64, IpAddr, CancellationToken)>,
+    )>,
+}
+
+impl Unproven {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        (
+            u64,
+            std::collections::VecDeque<(u64, IpAddr, CancellationToken)>,
+        ),
+    > {
+        match self.queue.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Admits a new connection from `ip`, dropping the oldest unproven ones past the caps.
+    /// Returns its number and the token that fires when it is dropped.
+    fn admit(&self, ip: IpAddr) -> (u64, CancellationToken) {
+        let mut guard = self.lock();
+        let (next, queue) = &mut *guard;
+        *next += 1;
+        let id = *next;
+        let evict = CancellationToken::new();
+        queue.push_back((id, ip, evict.clone()));
+        if queue.iter().filter(|(_, a, _)| *a == ip).count() > MAX_UNPROVEN_PER_ADDRESS
+            && let Some(i) = queue.iter().position(|(_, a, _)| *a == ip)
+            && let Some((_, _, oldest)) = queue.remove(i)
+        {
+            oldest.cancel();
+        }
+        while queue.len() > MAX_UNPROVEN {
+            if let Some((_, _, oldest)) = queue.pop_front() {
+                oldest.cancel();
+            }
+        }
+        (id, evict)
+    }
+
+    /// Takes a connection out of the pool (it proved a token, or it closed).
+    fn leave(&self, id: u64) {
+        let mut guard = self.lock();
+        guard.1.retain(|(i, _, _)| *i != id);
+    }
+}
+
+/// One accepted connection, as its requests see it.
+#[derive(Debug)]
+struct Connection {
+    id: u64,
+    unproven: Arc<Unproven>,
+    /// Its place among the proven connections, once it has one.
+    slot: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+    proven: Arc<Semaphore>,
+}
+
+impl Connection {
+    /// Moves the connection to the proven pool; false when that pool is full.
+    fn prove(&self) -> bool {
+        let mut slot = match self.slot.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if slot.is_some() {
+            return true;
+        }
+        let Ok(permit) = self.proven.clone().try_acquire_owned() else {
+            return false;
+        };
+        *slot = Some(permit);
+        self.unproven.leave(self.id);
+        true
+    }
+}
 
 type Endpoint<S> = StreamableHttpService<ConnectorServer<S>, NeverSessionManager>;
 
@@ -89,6 +181,21 @@ fn bearer(request: &Request) -> Option<&str> {
 
 impl<S: Served> Endpoints<S> {
     async fn route(&self, request: Request) -> Response {
+        // RFC 9112 §3.2: a request with more than one Host is answered 400. Two Hosts could
+        // otherwise pass the allow-list on one and be read by something else on the other.
+        if request
+            .headers()
+            .get_all(http::header::HOST)
+            .iter()
+            .nth(1)
+            .is_some()
+        {
+            return (
+                StatusCode::BAD_REQUEST,
+                "Bad Request: more than one Host header",
+            )
+                .into_response();
+        }
         if let Some(origin) = request.headers().get(http::header::ORIGIN) {
             let allowed = origin
                 .to_str()
@@ -118,6 +225,11 @@ impl<S: Served> Endpoints<S> {
         let Some((_, service)) = self.services.iter().find(|(c, _)| *c == connector) else {
             return StatusCode::NOT_FOUND.into_response();
         };
+        if let Some(connection) = request.extensions().get::<Arc<Connection>>()
+            && !connection.prove()
+        {
+            return (StatusCode::SERVICE_UNAVAILABLE, "too many open connections").into_response();
+        }
         let Ok(_permit) = self.in_flight.acquire().await else {
             return StatusCode::SERVICE_UNAVAILABLE.into_response();
         };
@@ -233,13 +345,10 @@ pub async fn serve<S: Served>(
     }
     tracing::info!(%addr, connectors = names.len(), "serving");
 
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let proven = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let unproven = Arc::new(Unproven::default());
     loop {
-        let permit = tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            p = connections.clone().acquire_owned() => p.map_err(|e| e.to_string())?,
-        };
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -251,12 +360,22 @@ pub async fn serve<S: Served>(
                 }
             },
         };
-        let service = TowerToHyperService::new(
-            router
-                .clone()
-                .map_request(|r: http::Request<hyper::body::Incoming>| r.map(Body::new)),
-        );
+        let (id, evicted) = unproven.admit(peer.ip());
+        let tagged = Arc::new(Connection {
+            id,
+            unproven: unproven.clone(),
+            slot: std::sync::Mutex::new(None),
+            proven: proven.clone(),
+        });
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |r: http::Request<hyper::body::Incoming>| {
+                let mut r = r.map(Body::new);
+                r.extensions_mut().insert(tagged.clone());
+                r
+            },
+        ));
         let shutdown = shutdown.clone();
+        let unproven = unproven.clone();
         tokio::spawn(async move {
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
@@ -267,8 +386,10 @@ pub async fn serve<S: Served>(
             tokio::select! {
                 _ = connection.as_mut() => {}
                 () = shutdown.cancelled() => connection.as_mut().graceful_shutdown(),
+                // Dropped to make room while it had still not proven a token.
+                () = evicted.cancelled() => {}
             }
-            drop(permit);
+            unproven.leave(id);
         });
     }
 }

@@ -18,6 +18,21 @@ pub fn ensure(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Makes an open file readable by its owner only, whatever mode it had (a `tokens.toml`
+/// copied in with 0644 is tightened, not trusted). Through the handle, so no path is followed.
+pub fn force_private(file: &std::fs::File) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        if file.metadata()?.permissions().mode() & 0o777 != 0o600 {
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+    Ok(())
+}
+
 /// Writes `contents` to `path` atomically, readable by the owner only.
 pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     // A fresh, exclusive temp name: two writers never share (or follow) a temp file.
@@ -67,13 +82,21 @@ pub fn tokens_path(dir: &Path) -> PathBuf {
 }
 
 fn read_table(path: &Path) -> Result<toml::Table, String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => text
-            .parse()
-            .map_err(|e: toml::de::Error| format!("{}: {}", path.display(), e.message())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(toml::Table::new()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
-    }
+    use std::io::Read as _;
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(toml::Table::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    force_private(&file).map_err(|e| format!("{}: cannot make it private: {e}", path.display()))?;
+    let mut text = String::new();
+    // A token file is a few hundred bytes; a huge one is not ours.
+    (&mut file)
+        .take(1 << 20)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    text.parse()
+        .map_err(|e: toml::de::Error| format!("{}: {}", path.display(), e.message()))
 }
 
 fn write_table(path: &Path, table: &toml::Table) -> Result<(), String> {
@@ -248,6 +271,26 @@ mod tests {
             assert_eq!(mode.ok(), Some(0o600));
         }
         assert!(!format!("{a:?}").contains(&core));
+    }
+
+    /// A token file that arrived readable by others (copied, restored from a backup) is
+    /// tightened to 0600 on the next load, and the state directory to 0700.
+    #[cfg(unix)]
+    #[test]
+    fn private_files_are_forced_private_whatever_they_were() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = state.join("tokens.toml");
+        std::fs::write(&path, "core = \"0123456789012345678901234\"\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        ensure(&state).unwrap();
+        let tokens = Tokens::load_or_create(&state, &["core"]).unwrap();
+        assert_eq!(tokens.get("core"), Some("0123456789012345678901234"));
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&state), mode(&path)), (0o700, 0o600));
     }
 
     #[test]

@@ -43,13 +43,15 @@ pub struct Run {
     pub env: Vec<(String, String)>,
     /// Inherited variables to remove.
     pub env_remove: Vec<String>,
+    /// The connector instance starting it; the session answers to no other.
+    pub owner: String,
 }
 
 /// The result of a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     /// Set while the process still runs.
-    pub session_id: Option<u32>,
+    pub session_id: Option<u64>,
     /// Set once it exited (for a batch: the first non-zero item's code).
     pub exit_code: Option<i32>,
     /// It was ended by a signal.
@@ -69,13 +71,13 @@ pub struct Outcome {
 pub enum TerminalError {
     /// No live session has this id.
     #[error("session {0} is unknown or has finished")]
-    UnknownSession(u32),
+    UnknownSession(u64),
     /// The command could not start.
     #[error("could not start the shell: {0}")]
     Spawn(std::io::Error),
     /// Input could not be written.
     #[error("could not write to session {0}: {1}")]
-    Write(u32, std::io::Error),
+    Write(u64, std::io::Error),
 }
 
 /// The live sessions.
@@ -83,16 +85,19 @@ pub enum TerminalError {
 pub struct Registry {
     config: Config,
     shell: Shell,
-    sessions: Mutex<HashMap<u32, Arc<Session>>>,
+    sessions: Mutex<HashMap<u64, Arc<Session>>>,
 }
 
-fn new_id(taken: &HashMap<u32, Arc<Session>>) -> u32 {
+/// A fresh session id: 53 random bits from the OS CSPRNG (so a JSON number carries it
+/// exactly), never 0 and never one in use. Guessing a live id takes ~2^52 tries.
+fn new_id(taken: &HashMap<u64, Arc<Session>>) -> Result<u64, TerminalError> {
     loop {
-        let mut b = [0u8; 4];
-        let _ = getrandom::fill(&mut b);
-        let id = 1000 + u32::from_le_bytes(b) % 99_000;
-        if !taken.contains_key(&id) {
-            return id;
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b)
+            .map_err(|e| TerminalError::Spawn(std::io::Error::other(e.to_string())))?;
+        let id = u64::from_le_bytes(b) >> 11;
+        if id != 0 && !taken.contains_key(&id) {
+            return Ok(id);
         }
     }
 }
@@ -127,7 +132,7 @@ impl Registry {
         }
     }
 
-    fn sessions(&self) -> MutexGuard<'_, HashMap<u32, Arc<Session>>> {
+    fn sessions(&self) -> MutexGuard<'_, HashMap<u64, Arc<Session>>> {
         match self.sessions.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -144,7 +149,7 @@ impl Registry {
         &self.shell
     }
 
-    fn spill(&self, id: u32) -> SpillConfig {
+    fn spill(&self, id: u64) -> SpillConfig {
         SpillConfig {
             dir: self.config.spill_dir.clone(),
             cap: self.config.spill_cap,
@@ -228,21 +233,28 @@ impl Registry {
                     .map(|s| (s.id, s.last_used().elapsed()));
                 let Some((id, idle)) = victim else { break };
                 if let Some(s) = sessions.remove(&id) {
+                    // Another connector's session is not named: its id is its secret.
+                    let which = if s.owner == run.owner {
+                        format!("session {id}")
+                    } else {
+                        "a session of another connector".to_string()
+                    };
                     notes.push(format!(
-                        "session {id} (idle {} s) was ended to stay within {} live sessions",
+                        "{which} (idle {} s) was ended to stay within {} live sessions",
                         idle.as_secs(),
                         self.config.max_sessions
                     ));
                     evicted.push(s);
                 }
             }
-            let id = new_id(&sessions);
+            let id = new_id(&sessions)?;
             let spawn = Spawn {
                 invocation: self.shell.invocation(&script),
                 cwd: run.cwd,
                 env: run.env,
                 env_remove: run.env_remove,
                 batch_nonce,
+                owner: run.owner,
             };
             let session =
                 Session::start(id, spawn, self.spill(id)).map_err(TerminalError::Spawn)?;
@@ -254,9 +266,11 @@ impl Registry {
         Ok(self.finish(&session, collected, started, notes).await)
     }
 
-    fn get(&self, id: u32) -> Result<Arc<Session>, TerminalError> {
+    /// The session `id` of `owner`; another owner's session is as unknown as a missing one.
+    fn get(&self, owner: &str, id: u64) -> Result<Arc<Session>, TerminalError> {
         self.sessions()
             .get(&id)
+            .filter(|s| s.owner == owner)
             .cloned()
             .ok_or(TerminalError::UnknownSession(id))
     }
@@ -264,13 +278,14 @@ impl Registry {
     /// Writes `chars` (or, when empty, only polls) and collects output.
     pub async fn write_stdin(
         &self,
-        id: u32,
+        owner: &str,
+        id: u64,
         chars: &str,
         yield_for: Duration,
         budget: usize,
     ) -> Result<Outcome, TerminalError> {
         let started = Instant::now();
-        let session = self.get(id)?;
+        let session = self.get(owner, id)?;
         let deadline = tokio::time::Instant::now() + yield_for;
         let wait = if chars.is_empty() {
             Wait::FirstOutput
@@ -285,12 +300,21 @@ impl Registry {
     }
 
     /// Ends a session's whole process tree and reports its final state and last output.
-    pub async fn kill(&self, id: u32, budget: usize) -> Result<Outcome, TerminalError> {
+    pub async fn kill(
+        &self,
+        owner: &str,
+        id: u64,
+        budget: usize,
+    ) -> Result<Outcome, TerminalError> {
         let started = Instant::now();
-        let session = self
-            .sessions()
-            .remove(&id)
-            .ok_or(TerminalError::UnknownSession(id))?;
+        let session = {
+            let mut sessions = self.sessions();
+            match sessions.get(&id) {
+                Some(s) if s.owner == owner => sessions.remove(&id),
+                _ => None,
+            }
+        }
+        .ok_or(TerminalError::UnknownSession(id))?;
         end(vec![session.clone()]).await;
         let collected = session
             .collect(Wait::Full, tokio::time::Instant::now(), budget)
@@ -303,10 +327,10 @@ impl Registry {
     }
 
     /// Ends sessions unused for longer than the idle timeout; returns their ids.
-    pub async fn reap_idle(&self) -> Vec<u32> {
+    pub async fn reap_idle(&self) -> Vec<u64> {
         let idle: Vec<Arc<Session>> = {
             let mut sessions = self.sessions();
-            let ids: Vec<u32> = sessions
+            let ids: Vec<u64> = sessions
                 .values()
                 .filter(|s| s.last_used().elapsed() > self.config.idle_timeout)
                 .map(|s| s.id)

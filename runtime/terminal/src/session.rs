@@ -34,6 +34,8 @@ pub struct Spawn {
     pub env_remove: Vec<String>,
     /// Batch marker nonce, when the script is a batch.
     pub batch_nonce: Option<String>,
+    /// Who starts it (see [`Session::owner`]).
+    pub owner: String,
 }
 
 /// How a session ended.
@@ -133,7 +135,9 @@ struct State {
 /// A live command.
 pub struct Session {
     /// Its id.
-    pub id: u32,
+    pub id: u64,
+    /// The connector instance that started it: only it may reach the session.
+    pub owner: String,
     pid: u32,
     tag: String,
     start_ticks: u64,
@@ -187,7 +191,7 @@ pub enum Wait {
 
 impl Session {
     /// Starts `spawn` in a new PTY.
-    pub fn start(id: u32, spawn: Spawn, spill: SpillConfig) -> std::io::Result<Arc<Session>> {
+    pub fn start(id: u64, spawn: Spawn, spill: SpillConfig) -> std::io::Result<Arc<Session>> {
         let pty = native_pty_system()
             .openpty(PtySize {
                 rows: 40,
@@ -234,6 +238,7 @@ impl Session {
 
         let session = Arc::new(Session {
             id,
+            owner: spawn.owner.clone(),
             pid,
             tag,
             start_ticks,

@@ -21,12 +21,15 @@ fn home(dir: &std::path::Path) -> Vec<(String, String)> {
     vec![("HOME".into(), dir.display().to_string())]
 }
 
+const OWNER: &str = "core";
+
 fn run(cmd: &str, dir: &std::path::Path) -> Run {
     Run {
         commands: Commands::One(cmd.into()),
         cwd: dir.to_path_buf(),
         env: home(dir),
         env_remove: Vec::new(),
+        owner: OWNER.into(),
     }
 }
 
@@ -106,15 +109,51 @@ async fn an_interactive_program_is_answered_through_stdin() {
     let id = o.session_id.expect("still waiting for input");
     assert_eq!(o.output.text, "name? ");
     let o = r
-        .write_stdin(id, "gantry\n", Duration::from_secs(5), 10_000)
+        .write_stdin(OWNER, id, "gantry\n", Duration::from_secs(5), 10_000)
         .await
         .unwrap();
     // The terminal echoes what was typed, as a terminal does.
     assert_eq!(o.output.text, "gantry\nhello gantry\n");
     assert_eq!(o.exit_code, Some(0));
     assert!(
-        matches!(r.write_stdin(id, "", Duration::from_millis(10), 100).await, Err(terminal::TerminalError::UnknownSession(i)) if i == id)
+        matches!(r.write_stdin(OWNER, id, "", Duration::from_millis(10), 100).await, Err(terminal::TerminalError::UnknownSession(i)) if i == id)
     );
+}
+
+/// A session id is a 53-bit secret of the connector that started it: another connector
+/// neither reaches nor ends it, and is told the same as for an id that never existed.
+#[tokio::test]
+async fn sessions_answer_only_to_their_owner_and_ids_are_wide() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = registry(dir.path(), 8);
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let o = r
+            .exec(
+                run("read n; echo got $n", dir.path()),
+                Duration::from_millis(50),
+                1000,
+            )
+            .await
+            .unwrap();
+        ids.push(o.session_id.expect("waits for input"));
+    }
+    assert!(ids.iter().all(|id| *id < 1 << 53), "{ids:?}");
+    // Three draws all below 2^32 would happen about once in 2^63 runs.
+    assert!(ids.iter().any(|id| *id >= 1 << 32), "{ids:?}");
+    let stranger = r
+        .write_stdin("desktop", ids[0], "x\n", Duration::from_millis(10), 100)
+        .await;
+    assert!(matches!(stranger, Err(terminal::TerminalError::UnknownSession(i)) if i == ids[0]));
+    assert!(r.kill("desktop", ids[0], 100).await.is_err());
+    let o = r
+        .write_stdin(OWNER, ids[0], "owner\n", Duration::from_secs(5), 1000)
+        .await
+        .unwrap();
+    assert!(o.output.text.contains("got owner"), "{:?}", o.output.text);
+    for id in &ids[1..] {
+        r.kill(OWNER, *id, 100).await.unwrap();
+    }
 }
 
 #[tokio::test]
@@ -131,14 +170,14 @@ async fn an_empty_poll_returns_as_soon_as_there_is_output() {
         .unwrap();
     let id = o.session_id.unwrap();
     let o = r
-        .write_stdin(id, "", Duration::from_secs(20), 10_000)
+        .write_stdin(OWNER, id, "", Duration::from_secs(20), 10_000)
         .await
         .unwrap();
     assert_eq!(o.output.text, "first\n");
     assert!(o.wall < Duration::from_secs(2), "{:?}", o.wall);
     assert_eq!(o.session_id, Some(id));
     let o = r
-        .write_stdin(id, "", Duration::from_secs(20), 10_000)
+        .write_stdin(OWNER, id, "", Duration::from_secs(20), 10_000)
         .await
         .unwrap();
     assert_eq!(o.output.text, "second\n");
@@ -161,6 +200,7 @@ async fn a_batch_runs_in_one_shell_and_reports_every_item() {
                 cwd: dir.path().to_path_buf(),
                 env: home(dir.path()),
                 env_remove: Vec::new(),
+                owner: OWNER.into(),
             },
             Duration::from_secs(10),
             10_000,
@@ -234,7 +274,7 @@ async fn killing_a_session_ends_a_detached_grandchild_too() {
     let id = o.session_id.unwrap();
     // The shell, its child and the detached grandchild.
     assert!(alive_with(marker).len() >= 2, "{:?}", alive_with(marker));
-    let o = r.kill(id, 1000).await.unwrap();
+    let o = r.kill(OWNER, id, 1000).await.unwrap();
     assert!(o.exit_code.is_some() && o.signaled, "{o:?}");
     assert_eq!(alive_with(marker), Vec::<String>::new());
 }
@@ -275,7 +315,7 @@ async fn the_registry_is_bounded_and_says_which_session_it_ended() {
     }
     assert_eq!(r.live(), 64);
     // Touch the first one so the second becomes the least recently used.
-    r.write_stdin(ids[0], "", Duration::from_millis(0), 100)
+    r.write_stdin(OWNER, ids[0], "", Duration::from_millis(0), 100)
         .await
         .unwrap();
     let o = r

@@ -114,11 +114,13 @@ impl Planner<'_> {
             FileOp::Add { path, contents, .. } => {
                 let target = self.resolve(path)?;
                 self.claim(&target)?;
+                // Decided before anything is said about what is there: outside the roots
+                // every path gets the same refusal.
+                let target = self.permit(ApplyPatchOperation::Add, target)?;
                 if target.kind == Kind::Dir {
                     return Err(ToolError::invalid_input(format!("{path}: is a directory")));
                 }
                 let exists = target.kind == Kind::File;
-                let target = self.permit(ApplyPatchOperation::Add, target)?;
                 if exists {
                     // Replacing a file's contents is an edit, whatever the header says.
                     self.authorize(ApplyPatchOperation::Update, &target)?;
@@ -142,6 +144,7 @@ impl Planner<'_> {
             FileOp::Delete { path, .. } => {
                 let target = self.resolve(path)?;
                 self.claim(&target)?;
+                let target = self.permit(ApplyPatchOperation::Delete, target)?;
                 match target.kind {
                     Kind::File => {}
                     Kind::Dir => {
@@ -162,7 +165,6 @@ impl Planner<'_> {
                         ));
                     }
                 }
-                let target = self.permit(ApplyPatchOperation::Delete, target)?;
                 let before = self.snapshot(target.target())?;
                 let removed = before.as_ref().map_or(0, |(b, _)| {
                     String::from_utf8_lossy(b).lines().count() as i64
@@ -184,6 +186,12 @@ impl Planner<'_> {
             } => {
                 let source = self.resolve(path)?;
                 self.claim(&source)?;
+                let op = if move_to.is_some() {
+                    ApplyPatchOperation::Move
+                } else {
+                    ApplyPatchOperation::Update
+                };
+                let source = self.permit(op, source)?;
                 match source.kind {
                     Kind::File => {}
                     Kind::Missing => {
@@ -202,12 +210,6 @@ impl Planner<'_> {
                         ));
                     }
                 }
-                let op = if move_to.is_some() {
-                    ApplyPatchOperation::Move
-                } else {
-                    ApplyPatchOperation::Update
-                };
-                let source = self.permit(op, source)?;
                 if move_to.is_some() && !chunks.is_empty() {
                     // Moving and changing lines is an edit as well as a move.
                     self.authorize(ApplyPatchOperation::Update, &source)?;
@@ -245,13 +247,13 @@ impl Planner<'_> {
                     Some(dest_given) => {
                         let dest = self.resolve(dest_given)?;
                         self.claim(&dest)?;
+                        let dest = self.permit(ApplyPatchOperation::Move, dest)?;
                         if dest.kind == Kind::Dir || dest.kind == Kind::Special {
                             return Err(ToolError::invalid_input(format!(
                                 "{dest_given}: the move destination is not a regular file"
                             )));
                         }
                         let dest_exists = dest.kind == Kind::File;
-                        let dest = self.permit(ApplyPatchOperation::Move, dest)?;
                         if dest_exists {
                             self.authorize(ApplyPatchOperation::Update, &dest)?;
                         }
@@ -338,11 +340,6 @@ pub(super) fn run(
                 )));
             }
             let dir = roots.resolve(w, None)?;
-            if dir.kind != Kind::Dir {
-                return Err(ToolError::invalid_input(format!(
-                    "workdir: `{w}` is not an existing directory"
-                )));
-            }
             let dir = cx
                 .authorize(actions::APPLY_PATCH, &dir.resource(), dir)
                 .map_err(|e| {
@@ -355,6 +352,11 @@ pub(super) fn run(
                         ),
                     )
                 })?;
+            if dir.kind != Kind::Dir {
+                return Err(ToolError::invalid_input(format!(
+                    "workdir: `{w}` is not an existing directory"
+                )));
+            }
             dir.into_inner().path
         }
     };

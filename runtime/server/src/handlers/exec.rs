@@ -87,7 +87,7 @@ fn result(o: Outcome, batch: bool) -> (ExecResult, String) {
     let truncated = o.output.truncated;
     let result = ExecResult {
         exit_code: o.exit_code.map(i64::from),
-        session_id: o.session_id.map(i64::from),
+        session_id: o.session_id.and_then(|id| i64::try_from(id).ok()),
         wall_time_ms: i64::try_from(o.wall.as_millis()).unwrap_or(i64::MAX),
         truncated: Some(truncated),
         output_file: o.output.file.as_ref().map(|f| f.display().to_string()),
@@ -178,6 +178,7 @@ pub(super) async fn exec_command(
         cwd,
         env: env.into_iter().collect(),
         env_remove,
+        owner: cx.connector().to_string(),
     };
     let run = cx.authorize(actions::EXEC_COMMAND, &resource, run)?;
     let outcome = exec::start(registry, run, yield_for, budget(args.max_output_tokens)).await?;
@@ -194,19 +195,29 @@ pub(super) async fn write_stdin(
     cx: &CallContext,
     args: WriteStdinArgs,
 ) -> Result<Reply<ExecResult>, ToolError> {
-    let id = u32::try_from(args.session_id).map_err(|_| {
-        ToolError::invalid_input(format!(
-            "session_id: {} is not a session id",
-            args.session_id
-        ))
-    })?;
+    // Ids are drawn below 2^53 so a JSON number carries them exactly.
+    let id = u64::try_from(args.session_id)
+        .ok()
+        .filter(|id| (1..1 << 53).contains(id))
+        .ok_or_else(|| {
+            ToolError::invalid_input(format!(
+                "session_id: {} is not a session id",
+                args.session_id
+            ))
+        })?;
     let session = cx.authorize(actions::WRITE_STDIN, &Session { id: id.to_string() }, id)?;
     let chars = args.chars.unwrap_or_default();
     if !chars.is_empty() {
         cx.record_input(&chars);
     }
     let outcome = if args.kill == Some(true) {
-        exec::kill(registry, &session, budget(args.max_output_tokens)).await?
+        exec::kill(
+            registry,
+            cx.connector(),
+            &session,
+            budget(args.max_output_tokens),
+        )
+        .await?
     } else {
         let default = if chars.is_empty() {
             limits::write_stdin::DEFAULT_POLL
@@ -221,6 +232,7 @@ pub(super) async fn write_stdin(
         );
         exec::write(
             registry,
+            cx.connector(),
             &session,
             &chars,
             yield_for,

@@ -76,13 +76,14 @@ pub async fn start(
 /// Writes to (or polls) an authorized session.
 pub async fn write(
     registry: &Registry,
-    session: &Authorized<u32>,
+    owner: &str,
+    session: &Authorized<u64>,
     chars: &str,
     yield_for: Duration,
     budget: usize,
 ) -> Result<Outcome, ToolError> {
     registry
-        .write_stdin(**session, chars, yield_for, budget)
+        .write_stdin(owner, **session, chars, yield_for, budget)
         .await
         .map_err(terminal_error)
 }
@@ -90,11 +91,12 @@ pub async fn write(
 /// Ends an authorized session's process tree.
 pub async fn kill(
     registry: &Registry,
-    session: &Authorized<u32>,
+    owner: &str,
+    session: &Authorized<u64>,
     budget: usize,
 ) -> Result<Outcome, ToolError> {
     registry
-        .kill(**session, budget)
+        .kill(owner, **session, budget)
         .await
         .map_err(terminal_error)
 }
