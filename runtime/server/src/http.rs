@@ -48,25 +48,20 @@ const MAX_CONNECTIONS: usize = 1024;
 const MAX_UNPROVEN: usize = 256;
 const MAX_UNPROVEN_PER_ADDRESS: usize = 32;
 
-/// The connections that have not proven a token yet, oldest first.
+/// The connections that have not proven a token yet, oldest first: (number, address, drop).
+type UnprovenQueue = (
+    u64,
+    std::collections::VecDeque<(u64, IpAddr, CancellationToken)>,
+);
+
+/// The connections that have not proven a token yet.
 #[derive(Debug, Default)]
 struct Unproven {
-    queue: std::sync::Mutex<(
-        u64,
-        std::collections::VecDeque<(u64, IpAddr, CancellationToken)>,
-    )>,
+    queue: std::sync::Mutex<UnprovenQueue>,
 }
 
 impl Unproven {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<
-        '_,
-        (
-            u64,
-            std::collections::VecDeque<(u64, IpAddr, CancellationToken)>,
-        ),
-    > {
+    fn lock(&self) -> std::sync::MutexGuard<'_, UnprovenQueue> {
         match self.queue.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
