@@ -642,3 +642,63 @@ async fn errors_say_nothing_about_what_lies_outside_the_roots() {
     assert_eq!(answers.len(), 4, "{answers:#?}");
     client.cancel().await.unwrap();
 }
+
+/// The red team's race, end to end: a directory inside the root is exchanged with a symlink to
+/// outside (`renameat2(RENAME_EXCHANGE)`) in a loop paced by a fixed seed while `find`, a
+/// `read` listing and a `read` glob run for a bounded time. No answer may carry an outside
+/// name or outside content.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn walks_and_listings_hold_while_a_directory_is_swapped_for_a_symlink() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let sb = Sandbox::new();
+    sb.write("d/inside.txt", "needle inside\n");
+    sb.write("d/sub/deep.txt", "needle inside\n");
+    std::fs::create_dir_all(sb.path("outside/sub")).unwrap();
+    std::fs::write(sb.path("outside/outside.txt"), "needle OUTSIDE\n").unwrap();
+    std::fs::write(sb.path("outside/sub/deep-outside.txt"), "needle OUTSIDE\n").unwrap();
+    std::os::unix::fs::symlink(sb.path("outside"), sb.root().join("l")).unwrap();
+    let client = find_client(&sb).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (a, b) = (sb.root().join("d"), sb.root().join("l"));
+    let swapper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut x: u64 = 0x5eed;
+            while !stop.load(Ordering::Relaxed) {
+                let _ = rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &a,
+                    rustix::fs::CWD,
+                    &b,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                std::thread::sleep(std::time::Duration::from_micros(x % 64));
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    let mut calls = 0;
+    while started.elapsed() < std::time::Duration::from_secs(3) {
+        for (tool, args) in [
+            ("find", json!({ "query": "needle" })),
+            ("read", json!({ "paths": ["d"] })),
+            ("read", json!({ "paths": ["d/**/*.txt"] })),
+            ("find", json!({ "query": "*.txt", "mode": "name" })),
+        ] {
+            let r = call(&client, tool, args.clone()).await;
+            let all = format!("{}{}", text(&r), structured(&r));
+            assert!(!all.contains("OUTSIDE"), "{tool} {args}: {all}");
+            assert!(!all.contains("outside.txt"), "{tool} {args}: {all}");
+            calls += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(calls > 40, "only {calls} calls ran");
+    client.cancel().await.unwrap();
+}

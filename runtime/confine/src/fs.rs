@@ -102,32 +102,22 @@ pub struct Entry {
 }
 
 /// Lists a directory one level deep, sorted by name, at most `max` entries. Returns the
-/// entries and the total count.
+/// entries and the total count. The directory is reached by handle from its root, so one
+/// swapped for a symlink after it was authorized is refused, never listed.
 pub fn list_dir(dir: &Authorized<Resolved>, max: usize) -> std::io::Result<(Vec<Entry>, usize)> {
-    let mut entries = Vec::new();
-    for item in std::fs::read_dir(&dir.path)? {
-        let item = item?;
-        let file_type = item.file_type()?;
-        let meta = item.metadata().ok();
-        let kind = if file_type.is_symlink() {
-            "symlink"
-        } else if file_type.is_dir() {
-            "dir"
-        } else if file_type.is_file() {
-            "file"
-        } else {
-            "other"
-        };
-        entries.push(Entry {
-            name: item.file_name().to_string_lossy().into_owned(),
-            kind,
-            size: meta
-                .as_ref()
-                .filter(|m| m.is_file())
-                .map(std::fs::Metadata::len),
-            mtime: meta.and_then(|m| m.modified().ok()).map(rfc3339),
-        });
-    }
+    let root = dir
+        .root
+        .as_deref()
+        .ok_or_else(|| std::io::Error::other("path is outside every root"))?;
+    let mut entries: Vec<Entry> = crate::walk::list(root, &dir.path)?
+        .into_iter()
+        .map(|l| Entry {
+            name: l.name.to_string_lossy().into_owned(),
+            kind: l.kind,
+            size: l.size,
+            mtime: l.modified.map(rfc3339),
+        })
+        .collect();
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     let total = entries.len();
     entries.truncate(max);

@@ -2,9 +2,12 @@
 //! (absolute, symlinks followed, `..` applied as the OS does, Windows spellings refused) and
 //! described for Cedar; [`fs`] reads, writes and removes only through directory-relative
 //! opens below a root that never follow a symlink out; [`winpath`] holds the Windows path
-//! rules as pure functions, so they are tested on every platform and under Wine.
+//! rules as pure functions, so they are tested on every platform and under Wine; [`walk`] walks
+//! and lists directories by handle from the root, so a directory swapped for a symlink mid-walk
+//! is skipped rather than followed.
 
 mod beneath;
 pub mod fs;
 pub mod path_policy;
+pub mod walk;
 pub mod winpath;

@@ -5,6 +5,8 @@
 //!   so the same round trip without any file work) and against `std::fs::read` in-process;
 //! - `find` of a literal over a generated tree (20 000 files, 200 MB), against `rg` on the same
 //!   tree (skipped, loudly, when `rg` is not installed);
+//! - `find` of a rare literal over real source files (the crates in the user's cargo registry,
+//!   `~/.cargo/registry/src`, or `GANTRY_BENCH_SOURCES=DIR`), against `rg -F` on the same tree;
 //! - `apply_patch` of 100 hunks to a 50 000-line file, against parsing and applying the same
 //!   patch in memory.
 //!
@@ -194,5 +196,56 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(group, benches);
+/// `find` over real source files against `rg -F`, both warm, both walking the same tree with
+/// the same rules (hidden files and ignore files honoured).
+fn real_sources(c: &mut Criterion) {
+    let dir = std::env::var_os("GANTRY_BENCH_SOURCES").map_or_else(
+        || {
+            let home = std::env::var_os("CARGO_HOME").map_or_else(
+                || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"),
+                PathBuf::from,
+            );
+            home.join("registry/src")
+        },
+        PathBuf::from,
+    );
+    if !dir.is_dir() || Command::new("rg").arg("--version").output().is_err() {
+        eprintln!(
+            "\n!!! no source tree at {} or no rg: the real-sources find bench is SKIPPED !!!\n",
+            dir.display()
+        );
+        return;
+    }
+    let files = Command::new("rg")
+        .arg("--files")
+        .arg(&dir)
+        .output()
+        .map(|o| o.stdout.iter().filter(|b| **b == b'\n').count())
+        .unwrap_or(0);
+    let rt = support::current_thread_runtime();
+    let finder = rt.block_on(Server::start(Sandbox::rooted_at(&dir), false));
+    let mut g = c.benchmark_group(format!("find rare literal, {files} real source files"));
+    g.sample_size(10).measurement_time(Duration::from_secs(20));
+    const RARE: &str = "gantry_rare_literal_7f3a";
+    g.bench_function("rg -F (baseline)", |b| {
+        b.iter(|| {
+            let out = Command::new("rg")
+                .args(["-F", "--no-heading", "-n", RARE])
+                .arg(&dir)
+                .output()
+                .unwrap();
+            black_box(out)
+        })
+    });
+    g.bench_function("find over stdio", |b| {
+        b.iter(|| {
+            let r = rt.block_on(finder.call("find", json!({ "query": RARE })));
+            assert_ne!(r.is_error, Some(true), "{:?}", r.content);
+            black_box(r)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(group, benches, real_sources);
 criterion_main!(group);

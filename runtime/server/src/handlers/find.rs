@@ -121,6 +121,13 @@ pub(super) fn run(
             limits::find::TIME_BUDGET
         ));
     }
+    if found.long_lines > 0 {
+        notes.push(format!(
+            "{} file(s) have a line longer than {} KiB; each was searched up to that line",
+            found.long_lines,
+            search::MAX_LINE_BYTES / 1024
+        ));
+    }
     if withheld > 0 {
         notes.push(format!("{withheld} result(s) withheld by policy"));
     }

@@ -64,6 +64,8 @@ fn expand(
     entries: &mut Vec<ReadEntry>,
 ) -> (Vec<Request>, bool) {
     let max = limits::read::MAX_GLOB_MATCHES;
+    // One budget for every glob of the call: 64 globs over a huge tree must not add up.
+    let deadline = std::time::Instant::now() + limits::read::GLOB_TIME_BUDGET.duration();
     let mut out = Vec::new();
     let mut cut = false;
     for req in requests {
@@ -89,8 +91,20 @@ fn expand(
                 continue;
             }
         };
-        match search::expand_glob(&base, &pattern, max) {
-            Ok((matches, total)) => {
+        match search::expand_glob(&base, &pattern, max, roots.gantry_files(), deadline) {
+            Ok(search::Expanded {
+                paths: matches,
+                total,
+                timed_out,
+            }) => {
+                if timed_out {
+                    cut = true;
+                    notes.push(format!(
+                        "`{}`: globs stopped after {}; name a narrower directory",
+                        req.path,
+                        limits::read::GLOB_TIME_BUDGET
+                    ));
+                }
                 if matches.is_empty() {
                     entries.push(error_entry(
                         &req.path,

@@ -1,8 +1,9 @@
-//! Searching without a shell: file names by glob, lines by literal or regex, with ripgrep's
-//! own crates (ignore for the walk, grep-searcher for the lines). The walk honours .gitignore
-//! and .ignore, skips hidden files, never follows symlinks (so it never leaves the directory it
-//! was authorized for), and keeps only the first `max` results in (path, line) order, so memory
-//! stays bounded and a cursor can continue exactly where a page ended.
+//! Searching without a shell: file names by glob, lines by literal or regex. The walk is
+//! confine's handle-based walk (a directory swapped for a symlink mid-walk is skipped, every
+//! file is opened relative to its directory's handle); lines are matched by ripgrep's own
+//! grep-searcher with a bounded line buffer. The walk honours .gitignore and .ignore, skips
+//! hidden files, never follows symlinks, and keeps only the first `max` results in (path, line)
+//! order, so memory stays bounded and a cursor can continue exactly where a page ended.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,11 +11,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
+use confine::walk::{self, Flow, Found, Walk};
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{
     BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
 };
-use ignore::{WalkBuilder, WalkState};
 use tool_api::{Authorized, ToolError};
 
 use super::path_policy::Resolved;
@@ -71,7 +72,7 @@ pub struct Hit {
 
 /// What a search found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub struct Searched {
     /// Results in (path, line) order.
     pub hits: Vec<Hit>,
     /// More results exist after the last one.
@@ -80,10 +81,15 @@ pub struct Found {
     pub timed_out: bool,
     /// Files looked at.
     pub files: usize,
+    /// Files whose search stopped at a line longer than the line limit.
+    pub long_lines: usize,
 }
 
 /// Longest line text a result carries.
 const MAX_LINE_CHARS: usize = 300;
+/// Longest line searched: a longer one stops that file's search (with a note), so one
+/// giant line cannot make the search hold it whole.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
 
 fn line_text(bytes: &[u8]) -> String {
     let s = String::from_utf8_lossy(bytes);
@@ -199,25 +205,6 @@ impl Sink for Lines<'_> {
     }
 }
 
-/// Opens a file the walk found, refusing a symlink swapped in since (and never blocking on a
-/// FIFO).
-fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
-    #[cfg(unix)]
-    {
-        use rustix::fs::{Mode, OFlags};
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-        Ok(std::fs::File::from(rustix::fs::open(
-            path,
-            flags,
-            Mode::empty(),
-        )?))
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::File::open(path)
-    }
-}
-
 fn glob_matcher(glob: &str) -> Result<globset::GlobMatcher, ToolError> {
     let g = globset::GlobBuilder::new(glob)
         .literal_separator(glob.contains('/'))
@@ -227,15 +214,7 @@ fn glob_matcher(glob: &str) -> Result<globset::GlobMatcher, ToolError> {
 }
 
 /// Runs `query` under each base (files or directories already authorized).
-pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Found, ToolError> {
-    let Some(first) = bases.first() else {
-        return Ok(Found {
-            hits: Vec::new(),
-            more: false,
-            timed_out: false,
-            files: 0,
-        });
-    };
+pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Searched, ToolError> {
     let matcher = match query.mode {
         Mode::Name => None,
         Mode::Text | Mode::Regex => Some(
@@ -252,14 +231,6 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Found, To
     };
     let filter = query.glob.as_deref().map(glob_matcher).transpose()?;
 
-    let mut walk = WalkBuilder::new(&first.path);
-    for b in &bases[1..] {
-        walk.add(&b.path);
-    }
-    let skip = query.skip.clone();
-    walk.follow_links(false)
-        .filter_entry(move |e| !skip.iter().any(|s| e.path().starts_with(s)))
-        .threads(std::thread::available_parallelism().map_or(2, |n| n.get().min(8)));
     let shared = Shared {
         query,
         hits: Mutex::new(BTreeMap::new()),
@@ -267,44 +238,37 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Found, To
         timed_out: AtomicBool::new(false),
         files: AtomicUsize::new(0),
     };
-    let bases_paths: Vec<(&Path, &str)> = bases
-        .iter()
-        .map(|b| (b.path.as_path(), b.given.as_str()))
-        .collect();
-
-    walk.build_parallel().run(|| {
-        let shared = &shared;
-        let matcher = matcher.clone();
-        let name_glob = name_glob.clone();
-        let filter = filter.clone();
-        let bases_paths = bases_paths.clone();
-        let mut searcher = SearcherBuilder::new()
+    // Searchers carry a line buffer: one per thread at a time, reused across files.
+    let searchers: Mutex<Vec<Searcher>> = Mutex::new(Vec::new());
+    let new_searcher = || {
+        SearcherBuilder::new()
             .line_number(true)
             .before_context(query.context)
             .after_context(query.context)
             .binary_detection(BinaryDetection::quit(0))
-            .build();
-        Box::new(move |entry| {
-            if Instant::now() > shared.query.deadline {
-                shared.timed_out.store(true, Ordering::Relaxed);
-                return WalkState::Quit;
-            }
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
-            };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            let path = entry.path();
+            .heap_limit(Some(MAX_LINE_BYTES))
+            .build()
+    };
+    let long_lines = AtomicUsize::new(0);
+    let opts = Walk {
+        skip_hidden: true,
+        ignore_files: true,
+        skip: query.skip.clone(),
+        threads: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
+        deadline: Some(query.deadline),
+    };
+    for base in bases {
+        let Some(root) = base.root.as_deref() else {
+            continue;
+        };
+        let given = base.given.as_str();
+        let visit = |found: &Found<'_>| -> Flow {
+            let rel = found.rel;
             // Shown relative to the base it was found under, as the caller spelled the base.
-            let Some((base, given)) = bases_paths.iter().find(|(b, _)| path.starts_with(b)) else {
-                return WalkState::Continue;
-            };
-            let rel = path.strip_prefix(base).unwrap_or(path);
             let rel_shown = rel.to_string_lossy().replace('\\', "/");
             let shown = if rel_shown.is_empty() {
-                (*given).to_string()
-            } else if *given == "." || given.is_empty() {
+                given.to_string()
+            } else if given == "." || given.is_empty() {
                 rel_shown.clone()
             } else {
                 format!("{}/{rel_shown}", given.trim_end_matches('/'))
@@ -313,16 +277,16 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Found, To
                 && !f.is_match(&rel_shown)
                 && !rel.file_name().is_some_and(|n| f.is_match(n))
             {
-                return WalkState::Continue;
+                return Flow::Continue;
             }
             if !shared.could_enter(&shown) {
-                return WalkState::Continue;
+                return Flow::Continue;
             }
             shared.files.fetch_add(1, Ordering::Relaxed);
             if let Some(g) = &name_glob {
                 if g.is_match(&rel_shown) || rel.file_name().is_some_and(|n| g.is_match(n)) {
                     shared.offer(vec![Hit {
-                        path: path.to_path_buf(),
+                        path: found.path.to_path_buf(),
                         shown,
                         line: None,
                         text: None,
@@ -330,26 +294,44 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Found, To
                         after: Vec::new(),
                     }]);
                 }
-                return WalkState::Continue;
+                return Flow::Continue;
             }
             if let Some(m) = &matcher {
-                let Ok(file) = open_no_follow(path) else {
-                    return WalkState::Continue;
+                // Opened relative to its directory's handle: a symlink swapped in is refused.
+                let Ok(file) = found.open() else {
+                    return Flow::Continue;
                 };
                 let mut sink = Lines {
-                    path,
+                    path: found.path,
                     shown: &shown,
                     context: shared.query.context,
                     pending_before: Vec::new(),
                     hits: Vec::new(),
                 };
-                if searcher.search_file(m, &file, &mut sink).is_ok() && !sink.hits.is_empty() {
+                let mut searcher = lock(&searchers).pop().unwrap_or_else(new_searcher);
+                let searched = searcher.search_file(m, &file, &mut sink);
+                lock(&searchers).push(searcher);
+                if searched.is_err() {
+                    // A line longer than the buffer allows: what matched before it stands.
+                    long_lines.fetch_add(1, Ordering::Relaxed);
+                }
+                if !sink.hits.is_empty() {
                     shared.offer(sink.hits);
                 }
             }
-            WalkState::Continue
-        })
-    });
+            Flow::Continue
+        };
+        match walk::walk(root, &base.path, &opts, &visit) {
+            Ok(w) if w.timed_out => {
+                shared.timed_out.store(true, Ordering::Relaxed);
+                break;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return Err(ToolError::os(format!("{given}: cannot search"), &e));
+            }
+        }
+    }
 
     let map = match shared.hits.into_inner() {
         Ok(m) => m,
@@ -357,12 +339,20 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Found, To
     };
     let more = shared.dropped.load(Ordering::Relaxed) || map.len() > query.max;
     let hits: Vec<Hit> = map.into_values().take(query.max).collect();
-    Ok(Found {
+    Ok(Searched {
         hits,
         more,
         timed_out: shared.timed_out.load(Ordering::Relaxed),
         files: shared.files.load(Ordering::Relaxed),
+        long_lines: long_lines.load(Ordering::Relaxed),
     })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
 }
 
 /// Whether a path is a glob (has `*`, `?`, `[` or `{`).
@@ -388,40 +378,63 @@ pub fn split_glob(path: &str) -> (String, String) {
     (base, pattern)
 }
 
+/// What a glob expanded to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expanded {
+    /// At most `max` relative paths, sorted.
+    pub paths: Vec<String>,
+    /// How many matched in all.
+    pub total: usize,
+    /// The deadline stopped the walk: more may match.
+    pub timed_out: bool,
+}
+
 /// Files under an authorized directory whose relative path matches `pattern`, sorted; hidden
-/// and ignored files are skipped, symlinks are not followed. Returns at most `max` relative
-/// paths and the number that matched.
+/// and ignored files and `skip` (gantry's own files) are skipped, symlinks are not followed,
+/// and the walk stops at `deadline`.
 pub fn expand_glob(
     base: &Authorized<Resolved>,
     pattern: &str,
     max: usize,
-) -> Result<(Vec<String>, usize), ToolError> {
+    skip: &[PathBuf],
+    deadline: Instant,
+) -> Result<Expanded, ToolError> {
     let matcher = globset::GlobBuilder::new(pattern)
         .literal_separator(true)
         .build()
         .map_err(|e| ToolError::invalid_input(format!("glob `{pattern}`: {e}")))?
         .compile_matcher();
-    let mut found = Vec::new();
-    for entry in WalkBuilder::new(&base.path)
-        .follow_links(false)
-        .build()
-        .flatten()
-    {
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(&base.path) else {
-            continue;
-        };
-        let rel = rel.to_string_lossy().replace('\\', "/");
+    let root = base
+        .root
+        .as_deref()
+        .ok_or_else(|| ToolError::invalid_input(format!("{}: outside every root", base.given)))?;
+    let found = Mutex::new(Vec::new());
+    let opts = Walk {
+        skip_hidden: true,
+        ignore_files: true,
+        skip: skip.to_vec(),
+        threads: 1,
+        deadline: Some(deadline),
+    };
+    let walked = walk::walk(root, &base.path, &opts, &|f: &Found<'_>| {
+        let rel = f.rel.to_string_lossy().replace('\\', "/");
         if matcher.is_match(&rel) {
-            found.push(rel);
+            lock(&found).push(rel);
         }
-    }
+        Flow::Continue
+    })
+    .map_err(|e| ToolError::os(format!("{}: cannot list", base.given), &e))?;
+    let mut found = found
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     found.sort();
     let total = found.len();
     found.truncate(max);
-    Ok((found, total))
+    Ok(Expanded {
+        paths: found,
+        total,
+        timed_out: walked.timed_out,
+    })
 }
 
 #[cfg(test)]
