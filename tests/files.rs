@@ -226,6 +226,11 @@ fn png(width: u32, height: u32) -> Vec<u8> {
 /// A PNG whose header claims `width`×`height` and carries a few bytes of compressed data: a
 /// decoder that trusted it would allocate width × height × 3 bytes.
 fn png_header_only(width: u32, height: u32) -> Vec<u8> {
+    png_header(width, height, 8, 2)
+}
+
+/// A PNG header of any bit depth and colour type (2 RGB, 6 RGBA) and no real pixels.
+pub(crate) fn png_header(width: u32, height: u32, depth: u8, color: u8) -> Vec<u8> {
     fn crc32(data: &[u8]) -> u32 {
         let mut crc = 0xFFFF_FFFFu32;
         for b in data {
@@ -243,7 +248,7 @@ fn png_header_only(width: u32, height: u32) -> Vec<u8> {
     let mut ihdr = b"IHDR".to_vec();
     ihdr.extend(width.to_be_bytes());
     ihdr.extend(height.to_be_bytes());
-    ihdr.extend([8, 2, 0, 0, 0]);
+    ihdr.extend([depth, color, 0, 0, 0]);
     let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
     let mut chunk = |body: &[u8]| {
         out.extend(((body.len() - 4) as u32).to_be_bytes());

@@ -9,6 +9,7 @@
 mod support;
 
 mod apply_patch;
+mod bounds;
 mod e2e;
 #[cfg(unix)]
 mod exec;

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::time::SystemTime;
 
-use tool_api::Authorized;
+use tool_api::{Authorized, memory};
 
 use super::beneath::{self, Anchored};
 use super::path_policy::Resolved;
@@ -24,12 +24,36 @@ pub fn open(target: &Authorized<Resolved>) -> std::io::Result<(File, u32)> {
     beneath::open_read(&anchored(target)?)
 }
 
-/// Reads a whole regular file (for files a patch changes; callers bound the size first).
-pub fn read_all(target: &Authorized<Resolved>) -> std::io::Result<(Vec<u8>, u32)> {
-    let (mut f, mode) = open(target)?;
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes)?;
-    Ok((bytes, mode))
+/// A whole file in memory, with its share of the process's memory ceiling.
+#[derive(Debug)]
+pub struct Whole {
+    /// The contents.
+    pub bytes: Vec<u8>,
+    /// Permission bits (0 where the platform has none).
+    pub mode: u32,
+    /// Held from [`memory::HEAVY`] for as long as the contents (and what is made of them) live.
+    pub held: memory::Held<'static>,
+}
+
+/// Reads a whole regular file of at most `max` bytes, holding `factor` times its size from
+/// the memory ceiling (the contents and what the caller makes of them). The size is taken
+/// from the open file before anything is read, and the read itself stops past `max` (a file
+/// growing meanwhile), so a huge file costs nothing: it fails with `FileTooLarge`; no room
+/// under the ceiling fails with `ResourceBusy`.
+pub fn read_all(target: &Authorized<Resolved>, max: u64, factor: u64) -> std::io::Result<Whole> {
+    let (f, mode) = open(target)?;
+    let size = f.metadata()?.len();
+    let too_large = || std::io::Error::new(std::io::ErrorKind::FileTooLarge, "file too large");
+    if size > max {
+        return Err(too_large());
+    }
+    let held = memory::HEAVY.take_io(max.min(size + 4096) * factor, memory::WAIT)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    f.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_large());
+    }
+    Ok(Whole { bytes, mode, held })
 }
 
 /// Replaces (or creates) a file atomically beneath its root, creating missing directories.
@@ -86,7 +110,9 @@ const SNIFF_BYTES: usize = 8192;
 /// Files up to this size get an exact total line count even when only part is returned.
 const COUNT_LINES_UP_TO: u64 = 16 * 1024 * 1024;
 /// Text files up to this size are read whole; larger ones are streamed line by line.
-const WHOLE_READ_UP_TO: u64 = 4 * 1024 * 1024;
+const WHOLE_READ_UP_TO: u64 = 1024 * 1024;
+/// A read holding less than this does not ask the memory ceiling (one file at a time per call).
+const UNCOUNTED_BYTES: u64 = 256 * 1024;
 
 /// One directory entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,6 +237,15 @@ pub fn read_text(
     }
 
     let mut lines = LineWindow::new(start, end, budget);
+    // What this read will hold at most: the whole file and its text, or a line and the text.
+    let holds = if size <= WHOLE_READ_UP_TO {
+        size + size.min(budget as u64)
+    } else {
+        2 * budget as u64 + 64 * 1024
+    };
+    let _held = (holds > UNCOUNTED_BYTES)
+        .then(|| memory::HEAVY.take_io(holds, memory::WAIT))
+        .transpose()?;
     if size <= WHOLE_READ_UP_TO {
         // Small enough to take in one read and validate as UTF-8 in one pass (much cheaper
         // than line by line), continuing from the sniffed head.
@@ -251,9 +286,11 @@ pub fn read_text(
     std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(if bom { 3 } else { 0 }))?;
     let mut reader = BufReader::new(f);
     let mut buf = Vec::new();
+    // A line is held only up to a little past the budget: a 200 MB line costs its head.
+    let keep = budget.saturating_add(8);
     loop {
         buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
+        if read_line_bounded(&mut reader, &mut buf, keep)? == 0 {
             break;
         }
         if !lines.push(&buf) {
@@ -263,12 +300,58 @@ pub fn read_text(
     let read_so_far = lines.line;
     let mut slice = lines.finish();
     if slice.total_lines.is_none() && size <= COUNT_LINES_UP_TO {
-        // The window ended early; count the rest cheaply for `total_lines`.
-        let mut rest = Vec::new();
-        reader.read_to_end(&mut rest)?;
-        slice.total_lines = Some(read_so_far + bytecount_lines(&rest));
+        // The window ended early; count the rest for `total_lines`, a buffer at a time.
+        slice.total_lines = Some(read_so_far + count_lines(&mut reader)?);
     }
     Ok(Loaded::Text(slice))
+}
+
+/// Reads one line (with its `\n`) into `buf`, keeping at most `keep` bytes of it and
+/// skipping the rest; returns the line's whole length (0 at the end of the file).
+fn read_line_bounded(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    keep: usize,
+) -> std::io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(total);
+        }
+        let (piece, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (&chunk[..=i], true),
+            None => (chunk, false),
+        };
+        let room = keep.saturating_sub(buf.len());
+        buf.extend_from_slice(&piece[..piece.len().min(room)]);
+        let used = piece.len();
+        total += used;
+        reader.consume(used);
+        if done {
+            return Ok(total);
+        }
+    }
+}
+
+/// Counts the lines left in `reader` without holding them.
+fn count_lines(reader: &mut impl BufRead) -> std::io::Result<u64> {
+    let (mut lines, mut last) = (0u64, b'\n');
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            break;
+        }
+        lines += chunk.iter().filter(|b| **b == b'\n').count() as u64;
+        last = chunk[chunk.len() - 1];
+        let n = chunk.len();
+        reader.consume(n);
+    }
+    Ok(lines + u64::from(last != b'\n'))
 }
 
 fn bytecount_lines(bytes: &[u8]) -> u64 {
@@ -298,14 +381,16 @@ fn read_utf16(
     budget: usize,
 ) -> std::io::Result<Loaded> {
     // UTF-16 is decoded whole; refuse to hold more than a bounded amount.
-    const MAX_UTF16: u64 = 32 * 1024 * 1024;
+    const MAX_UTF16: u64 = 8 * 1024 * 1024;
     if size > MAX_UTF16 {
         return Ok(Loaded::Binary {
             size,
             mime: Some("text/plain; charset=utf-16"),
         });
     }
-    let (bytes, _) = read_all(file)?;
+    // The bytes, the decoded text (up to twice as large) and the window.
+    let whole = read_all(file, MAX_UTF16, 3)?;
+    let bytes = whole.bytes;
     let le = bytes.starts_with(b"\xff\xfe");
     let units = bytes.get(2..).unwrap_or_default().chunks_exact(2).map(|c| {
         if le {
@@ -482,6 +567,24 @@ mod tests {
         assert_eq!(s.text, "éé");
         assert_eq!(s.next_start_line, Some(2));
         assert!(s.note.unwrap_or_default().contains("longer than 5 bytes"));
+    }
+
+    #[test]
+    fn long_lines_are_held_only_up_to_the_cap_and_counted_whole() {
+        let text = format!("{}\nshort\n{}", "x".repeat(100_000), "y".repeat(10));
+        let mut reader = std::io::BufReader::with_capacity(4096, text.as_bytes());
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line_bounded(&mut reader, &mut buf, 64).unwrap(),
+            100_001
+        );
+        assert_eq!(buf.len(), 64);
+        buf.clear();
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 64).unwrap(), 6);
+        assert_eq!(buf, b"short\n");
+        assert_eq!(count_lines(&mut reader).unwrap(), 1);
+        buf.clear();
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 64).unwrap(), 0);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! the file's own text, and a byte-order mark survives.
 
 use crate::parse::{Chunk, ChunkLine};
-use crate::seek::{nearest, seek};
+use crate::seek::{Budget, DEFAULT_BUDGET, Exhausted, Seeker};
 
 /// A file's new text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,34 +119,51 @@ pub fn apply_update(original: &str, chunks: &[Chunk]) -> Result<Updated, MatchEr
         .find(|e| !e.is_empty())
         .unwrap_or("\n");
 
+    let mut seeker = Seeker::new(&texts, Budget::new(DEFAULT_BUDGET));
     let mut replacements = Vec::new();
     let mut cursor = 0;
     let (mut added, mut removed) = (0, 0);
     for (n, chunk) in chunks.iter().enumerate() {
-        let fail = |problem: String, expected: Vec<String>, from: usize| {
-            let pattern: Vec<&str> = expected.iter().map(String::as_str).collect();
-            MatchError {
-                chunk: n + 1,
-                patch_line: chunk.line,
-                problem,
-                nearest: nearest(&texts, &pattern, from).map(|start| {
-                    (
-                        start + 1,
-                        texts[start..(start + pattern.len()).min(texts.len())]
-                            .iter()
-                            .map(|s| s.to_string())
-                            .collect(),
-                    )
-                }),
-                expected,
-                quotes_file: true,
-            }
+        let too_costly = |e: Exhausted| MatchError {
+            chunk: n + 1,
+            patch_line: chunk.line,
+            problem: format!(
+                "matching took more than {} line comparisons, so it was stopped; give fewer or more distinctive context lines",
+                e.limit
+            ),
+            expected: Vec::new(),
+            nearest: None,
+            quotes_file: true,
         };
+        let fail =
+            |seeker: &mut Seeker<'_>, problem: String, expected: Vec<String>, from: usize| {
+                let pattern: Vec<&str> = expected.iter().map(String::as_str).collect();
+                MatchError {
+                    chunk: n + 1,
+                    patch_line: chunk.line,
+                    problem,
+                    nearest: seeker.nearest(&pattern, from).map(|start| {
+                        (
+                            start + 1,
+                            texts[start..(start + pattern.len()).min(texts.len())]
+                                .iter()
+                                .map(|s| s.to_string())
+                                .collect(),
+                        )
+                    }),
+                    expected,
+                    quotes_file: true,
+                }
+            };
         if let Some(anchor) = &chunk.anchor {
-            match seek(&texts, &[anchor.as_str()], cursor, false) {
+            match seeker
+                .seek(&[anchor.as_str()], cursor, false)
+                .map_err(too_costly)?
+            {
                 Some(hit) => cursor = hit + 1,
                 None => {
                     return Err(fail(
+                        &mut seeker,
                         format!("could not find the @@ line '{anchor}'"),
                         vec![anchor.clone()],
                         cursor,
@@ -167,14 +184,18 @@ pub fn apply_update(original: &str, chunks: &[Chunk]) -> Result<Updated, MatchEr
             continue;
         }
         let mut lines_used: &[ChunkLine] = &chunk.lines;
-        let mut found = seek(&texts, &old, cursor, chunk.end_of_file);
+        let mut found = seeker
+            .seek(&old, cursor, chunk.end_of_file)
+            .map_err(too_costly)?;
         if found.is_none() && old.last() == Some(&"") {
             // A trailing empty line in the patch often stands for the file's final newline.
             if let Some(ChunkLine::Context(t) | ChunkLine::Delete(t)) = chunk.lines.last()
                 && t.is_empty()
             {
                 lines_used = &chunk.lines[..chunk.lines.len() - 1];
-                found = seek(&texts, &old[..old.len() - 1], cursor, chunk.end_of_file);
+                found = seeker
+                    .seek(&old[..old.len() - 1], cursor, chunk.end_of_file)
+                    .map_err(too_costly)?;
             }
         }
         let Some(start) = found else {
@@ -184,6 +205,7 @@ pub fn apply_update(original: &str, chunks: &[Chunk]) -> Result<Updated, MatchEr
                 "could not find the expected lines".to_string()
             };
             return Err(fail(
+                &mut seeker,
                 problem,
                 old.iter().map(|s| s.to_string()).collect(),
                 cursor,

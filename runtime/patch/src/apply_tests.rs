@@ -85,3 +85,22 @@ fn end_of_file_chunks_must_match_the_tail() {
         .unwrap_or_else(|| panic!("applied"));
     assert!(e.problem.contains("not the last lines"), "{e}");
 }
+
+/// The red team's quadratic case through the whole update: 20 000 identical context lines and
+/// one that differs, against 40 000 identical lines. It fails as a mismatch (with the nearest
+/// region), having spent linear work; the step count is checked in `seek`'s tests.
+#[test]
+fn many_identical_context_lines_fail_fast_as_a_mismatch() {
+    let file = "same\n".repeat(40_000);
+    let mut lines: Vec<ChunkLine> = vec![ChunkLine::Context("same".into()); 20_000];
+    lines.push(ChunkLine::Delete("different".into()));
+    let chunk = Chunk {
+        anchor: None,
+        lines,
+        end_of_file: false,
+        line: 1,
+    };
+    let e = apply_update(&file, &[chunk]).unwrap_err();
+    assert_eq!(e.problem, "could not find the expected lines");
+    assert_eq!(e.nearest.map(|(line, _)| line), Some(1));
+}

@@ -72,9 +72,15 @@ impl ToolError {
         )
     }
 
-    /// `OS_ERROR` naming what was being done.
+    /// `OS_ERROR` naming what was being done (`BUSY` when the error is a memory ceiling
+    /// reached below, see [`crate::memory`]).
     pub fn os(doing: impl fmt::Display, err: &std::io::Error) -> Self {
-        Self::new(ErrorCode::OsError, format!("{doing}: {err}"))
+        let code = if err.kind() == std::io::ErrorKind::ResourceBusy {
+            ErrorCode::Busy
+        } else {
+            ErrorCode::OsError
+        };
+        Self::new(code, format!("{doing}: {err}"))
     }
 }
 

@@ -8,6 +8,7 @@ mod decode;
 mod effect;
 mod error;
 mod limit;
+pub mod memory;
 mod reply;
 mod spec;
 

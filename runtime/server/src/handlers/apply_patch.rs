@@ -35,6 +35,8 @@ struct Planner<'a> {
     cx: &'a CallContext,
     base: PathBuf,
     seen: Vec<PathBuf>,
+    /// Shares of the memory ceiling for the files read, kept until the patch is done.
+    held: Vec<tool_api::memory::Held<'static>>,
 }
 
 fn nothing_written(e: ToolError) -> ToolError {
@@ -82,21 +84,30 @@ impl Planner<'_> {
         Ok(())
     }
 
-    fn read_text(&self, target: &Authorized<Resolved>) -> Result<(Vec<u8>, u32), ToolError> {
-        let (bytes, mode) = fs::read_all(target)
-            .map_err(|e| ToolError::os(format!("{}: cannot read", target.given), &e))?;
-        if bytes.len() as u64 > limits::apply_patch::MAX_FILE.get() {
-            return Err(ToolError::invalid_input(format!(
-                "{}: larger than the {} apply_patch edits",
-                target.given,
-                limits::apply_patch::MAX_FILE
-            )));
+    fn read_text(&mut self, target: &Authorized<Resolved>) -> Result<(Vec<u8>, u32), ToolError> {
+        // Sized before it is read: a file over the limit is refused without holding it.
+        // Held twice over: the contents (kept for rollback) and the edited text.
+        match fs::read_all(target, limits::apply_patch::MAX_FILE.get(), 2) {
+            Ok(whole) => {
+                self.held.push(whole.held);
+                Ok((whole.bytes, whole.mode))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                Err(ToolError::invalid_input(format!(
+                    "{}: larger than the {} apply_patch edits",
+                    target.given,
+                    limits::apply_patch::MAX_FILE
+                )))
+            }
+            Err(e) => Err(ToolError::os(format!("{}: cannot read", target.given), &e)),
         }
-        Ok((bytes, mode))
     }
 
     /// The current contents of an existing file, for rollback (none for a missing file).
-    fn snapshot(&self, target: &Authorized<Resolved>) -> Result<Option<(Vec<u8>, u32)>, ToolError> {
+    fn snapshot(
+        &mut self,
+        target: &Authorized<Resolved>,
+    ) -> Result<Option<(Vec<u8>, u32)>, ToolError> {
         if target.kind == Kind::Missing {
             Ok(None)
         } else {
@@ -365,6 +376,7 @@ pub(super) fn run(
         cx,
         base,
         seen: Vec::new(),
+        held: Vec::new(),
     };
     let mut steps = (Vec::new(), Vec::new());
     let mut files = Vec::new();

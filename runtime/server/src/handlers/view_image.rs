@@ -12,6 +12,7 @@ pub(super) fn bounds() -> Bounds {
     Bounds {
         max_file_bytes: limits::view_image::MAX_FILE.get(),
         max_pixels: limits::view_image::MAX_PIXELS as u64,
+        max_decode_bytes: limits::view_image::MAX_DECODE.get(),
         max_dimension: u32::try_from(limits::view_image::MAX_DIMENSION).unwrap_or(u32::MAX),
     }
 }

@@ -1,12 +1,14 @@
 //! Images for the model: PNG, JPEG, GIF and WebP only, checked before decoding (dimensions
-//! read from the header, so a decompression bomb is refused before it is expanded), decoded
-//! under allocation limits, and downscaled to a bounded size.
+//! and sample format read from the header, so a decompression bomb is refused before it is
+//! expanded), decoded under allocation limits counted in bytes (a 16-bit RGBA pixel is 8
+//! bytes, not 1), at most [`memory::DECODE_SLOTS`] at once and within the process's memory
+//! ceiling, and downscaled to a bounded size by area sampling (no full-size float buffer).
 
 use std::io::{Cursor, Read as _};
 
 use base64::Engine as _;
-use image::{ImageFormat, ImageReader, Limits};
-use tool_api::{Authorized, ErrorCode, ToolError};
+use image::{ImageDecoder as _, ImageFormat, ImageReader, Limits};
+use tool_api::{Authorized, ErrorCode, ToolError, memory};
 
 use super::path_policy::Resolved;
 
@@ -17,6 +19,8 @@ pub struct Bounds {
     pub max_file_bytes: u64,
     /// Largest decoded size accepted, in pixels.
     pub max_pixels: u64,
+    /// Largest decoded size accepted, in bytes (pixels times bytes per pixel).
+    pub max_decode_bytes: u64,
     /// Longest side of what is returned.
     pub max_dimension: u32,
 }
@@ -89,6 +93,7 @@ pub fn prepare(file: &Authorized<Resolved>, bounds: Bounds) -> Result<Prepared, 
             ),
         ));
     }
+    let _file_held = memory::HEAVY.take(size, memory::WAIT)?;
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     f.take(bounds.max_file_bytes + 1)
         .read_to_end(&mut bytes)
@@ -114,17 +119,39 @@ pub fn prepare(file: &Authorized<Resolved>, bounds: Bounds) -> Result<Prepared, 
         ));
     }
 
-    let mut reader = ImageReader::new(Cursor::new(&bytes))
+    let reader = ImageReader::new(Cursor::new(&bytes))
         .with_guessed_format()
         .map_err(|e| ToolError::os(format!("{path}: cannot read"), &e))?;
+    let mut decoder = reader
+        .into_decoder()
+        .map_err(|e| invalid(path, format!("unreadable {format} header: {e}")))?;
+    let color = decoder.color_type();
+    let decode_bytes = decoder.total_bytes();
+    if decode_bytes > bounds.max_decode_bytes {
+        return Err(invalid(
+            path,
+            format!(
+                "{w}×{h} at {} bytes per pixel decodes to {} MB, more than the {} MB gantry decodes",
+                color.bytes_per_pixel(),
+                // In the surface's units (1 MB = 2^20 bytes), as the limit is written.
+                decode_bytes.div_ceil(1 << 20),
+                bounds.max_decode_bytes >> 20
+            ),
+        ));
+    }
     let mut limits = Limits::default();
     limits.max_image_width = Some(w);
     limits.max_image_height = Some(h);
-    // RGBA at 16 bits per channel is the widest decode; anything above is a lie in the header.
-    limits.max_alloc = Some(pixels.saturating_mul(8).max(1 << 20));
-    reader.limits(limits);
-    let decoded = reader
-        .decode()
+    // The decoder may need a little beyond the pixels themselves (palettes, a row buffer).
+    limits.max_alloc = Some(decode_bytes + (4 << 20));
+    decoder
+        .set_limits(limits)
+        .map_err(|e| invalid(path, format!("cannot decode {format}: {e}")))?;
+    // Room first: a decode slot, then the pixels, the downscaled copy and its encoding.
+    let _slot = memory::DECODES.take(1, memory::WAIT)?;
+    let shown_bytes = u64::from(bounds.max_dimension).pow(2) * 8;
+    let _pixels_held = memory::HEAVY.take(decode_bytes + 2 * shown_bytes, memory::WAIT)?;
+    let decoded = image::DynamicImage::from_decoder(decoder)
         .map_err(|e| invalid(path, format!("cannot decode {format}: {e}")))?;
 
     let longest = w.max(h);
@@ -141,13 +168,20 @@ pub fn prepare(file: &Authorized<Resolved>, bounds: Bounds) -> Result<Prepared, 
         });
     }
     let shown = if longest > bounds.max_dimension {
-        decoded.resize(
-            bounds.max_dimension,
-            bounds.max_dimension,
-            image::imageops::FilterType::Triangle,
-        )
+        // Area sampling straight from the decoded pixels: a triangle filter would first
+        // build a float copy as tall as the original (hundreds of MB for a large image).
+        decoded.thumbnail(bounds.max_dimension, bounds.max_dimension)
     } else {
         decoded
+    };
+    // Clients take 8-bit images; converting the small copy is cheap.
+    let shown = match shown.color() {
+        image::ColorType::L8
+        | image::ColorType::La8
+        | image::ColorType::Rgb8
+        | image::ColorType::Rgba8 => shown,
+        c if c.has_alpha() => image::DynamicImage::ImageRgba8(shown.to_rgba8()),
+        _ => image::DynamicImage::ImageRgb8(shown.to_rgb8()),
     };
     // Photos stay JPEG; everything else (transparency, line art, GIF frames) becomes PNG.
     let (out_format, out_mime) = if format == "JPEG" {

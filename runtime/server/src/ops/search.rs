@@ -257,6 +257,11 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Searched,
         threads: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
         deadline: Some(query.deadline),
     };
+    // Each thread's line buffer may grow to the line limit; the page of results is small.
+    let _held = tool_api::memory::HEAVY.take(
+        opts.threads as u64 * (MAX_LINE_BYTES as u64 + (256 << 10)) + (4 << 20),
+        tool_api::memory::WAIT,
+    )?;
     for base in bases {
         let Some(root) = base.root.as_deref() else {
             continue;
