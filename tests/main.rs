@@ -9,6 +9,7 @@
 mod support;
 
 mod apply_patch;
+#[cfg(target_os = "linux")]
 mod bounds;
 mod e2e;
 #[cfg(unix)]
