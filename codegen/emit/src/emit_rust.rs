@@ -633,6 +633,11 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
         let args = format_ident!("{}Args", tool_ident(t));
         quote!(#name => Some(generator().into_root_schema_for::<#args>()),)
     });
+    let decode_arms = tools.iter().map(|t| {
+        let name = &t.name;
+        let args = format_ident!("{}Args", tool_ident(t));
+        quote!(#name => Some(tool_api::decode::<#args>(arguments).map(drop)),)
+    });
     let trait_doc = format!(
         "The handlers of connector `{connector}` ({}): one method per ready tool, so a missing handler \
          does not compile. Planned tools answer `NOT_IMPLEMENTED` from [`dispatch`].",
@@ -682,6 +687,19 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
             };
             match name {
                 #(#schema_arms)*
+                _ => None,
+            }
+        }
+
+        /// Decodes and validates `arguments` of tool `name` and nothing else (no policy, no
+        /// handler): what the fuzzers hold to clean errors. `None` for a tool not published here.
+        #[allow(unused_variables)]
+        pub fn decode_arguments(
+            name: &str,
+            arguments: tool_api::JsonObject,
+        ) -> Option<Result<(), tool_api::ToolError>> {
+            match name {
+                #(#decode_arms)*
                 _ => None,
             }
         }
@@ -824,6 +842,11 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
         let n = &c.name;
         quote!(#n => #m::derived_input_schema(name),)
     });
+    let decode_routes = surface.connectors.iter().map(|c| {
+        let m = ident(&c.name);
+        let n = &c.name;
+        quote!(#n => #m::decode_arguments(name, arguments),)
+    });
     let params: Vec<Ident> = surface.connectors.iter().map(|c| pascal(&c.name)).collect();
     let bounds = surface.connectors.iter().map(|c| {
         let p = pascal(&c.name);
@@ -905,6 +928,19 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
         pub fn derived_input_schema(connector: &str, name: &str) -> Option<schemars::Schema> {
             match connector {
                 #(#schema_routes)*
+                _ => None,
+            }
+        }
+
+        /// Decodes and validates the arguments of tool `name` of `connector` without running
+        /// anything (see each connector's `decode_arguments`).
+        pub fn decode_arguments(
+            connector: &str,
+            name: &str,
+            arguments: tool_api::JsonObject,
+        ) -> Option<Result<(), tool_api::ToolError>> {
+            match connector {
+                #(#decode_routes)*
                 _ => None,
             }
         }

@@ -11,10 +11,14 @@
 //!   yields within 30 s), bodies above 4 MiB get 413, at most 256 requests run at once (the rest
 //!   wait) and at most 1024 connections that have proven a token are open.
 //! - Connections that have not yet sent a request with a valid token live in a separate, small
-//!   pool: at most 256 of them, 32 per client address, and when either is full the *oldest* is
-//!   dropped to admit the new one. Idle sockets therefore cannot hold the door shut: a real
-//!   client, which sends its request at once, gets in even while someone keeps reconnecting.
+//!   pool: 256 of them, 32 per client address; when either is full, the oldest one that has
+//!   had a second to send its request is dropped to admit the new one. Idle sockets therefore
+//!   cannot hold the door shut: a real client, which sends its request at once, gets in even
+//!   while someone keeps reconnecting, and a burst of real clients (all within their second)
+//!   is let in whole, up to 4096.
 //!   More than one `Host` header is refused with 400 (RFC 9112).
+//! - Request bodies in flight share 64 MiB; a request waits for room (up to 10 s, then 503),
+//!   counted from its `Content-Length` (or as the largest body when it has none).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -43,16 +47,30 @@ pub const MAX_BODY_BYTES: usize = 4 << 20;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
 const MAX_IN_FLIGHT: usize = 256;
+/// Request bytes all requests in flight may hold together (a body is also held parsed, so
+/// the memory is a small multiple). A request without a length counts as the largest body.
+pub const BODY_BUDGET_BYTES: usize = 64 << 20;
 const MAX_CONNECTIONS: usize = 1024;
 /// Connections that have not yet sent a request with a valid token, in all and per address.
 const MAX_UNPROVEN: usize = 256;
 const MAX_UNPROVEN_PER_ADDRESS: usize = 32;
+/// How long a new connection has to send a request with a valid token before it may be
+/// dropped to make room (a real client sends its request at once).
+const UNPROVEN_GRACE: Duration = Duration::from_secs(1);
+/// New connections let in at once while every unproven one is within its grace.
+const MAX_UNPROVEN_BURST: usize = 4096;
 
-/// The connections that have not proven a token yet, oldest first: (number, address, drop).
-type UnprovenQueue = (
-    u64,
-    std::collections::VecDeque<(u64, IpAddr, CancellationToken)>,
-);
+/// One connection that has not proven a token yet.
+#[derive(Debug)]
+struct Waiting {
+    id: u64,
+    ip: IpAddr,
+    since: std::time::Instant,
+    drop: CancellationToken,
+}
+
+/// The connections that have not proven a token yet, oldest first, and the next number.
+type UnprovenQueue = (u64, std::collections::VecDeque<Waiting>);
 
 /// The connections that have not proven a token yet.
 #[derive(Debug, Default)]
@@ -68,33 +86,47 @@ impl Unproven {
         }
     }
 
-    /// Admits a new connection from `ip`, dropping the oldest unproven ones past the caps.
-    /// Returns its number and the token that fires when it is dropped.
-    fn admit(&self, ip: IpAddr) -> (u64, CancellationToken) {
+    /// Admits a new connection from `ip`. Past a cap (per address, or in all) the oldest
+    /// connection that has had [`UNPROVEN_GRACE`] to send its request is dropped to make room;
+    /// a burst of new connections (all still within their grace) is let in up to
+    /// [`MAX_UNPROVEN_BURST`], beyond which the new one is refused. Returns its number and the
+    /// token that fires when it is dropped, or `None` when it is refused.
+    fn admit(&self, ip: IpAddr) -> Option<(u64, CancellationToken)> {
         let mut guard = self.lock();
         let (next, queue) = &mut *guard;
-        *next += 1;
-        let id = *next;
-        let evict = CancellationToken::new();
-        queue.push_back((id, ip, evict.clone()));
-        if queue.iter().filter(|(_, a, _)| *a == ip).count() > MAX_UNPROVEN_PER_ADDRESS
-            && let Some(i) = queue.iter().position(|(_, a, _)| *a == ip)
-            && let Some((_, _, oldest)) = queue.remove(i)
+        let now = std::time::Instant::now();
+        let overdue = |w: &Waiting| now.duration_since(w.since) >= UNPROVEN_GRACE;
+        if queue.iter().filter(|w| w.ip == ip).count() >= MAX_UNPROVEN_PER_ADDRESS
+            && let Some(i) = queue.iter().position(|w| w.ip == ip && overdue(w))
+            && let Some(old) = queue.remove(i)
         {
-            oldest.cancel();
+            old.drop.cancel();
         }
-        while queue.len() > MAX_UNPROVEN {
-            if let Some((_, _, oldest)) = queue.pop_front() {
-                oldest.cancel();
+        while queue.len() >= MAX_UNPROVEN {
+            match queue.iter().position(overdue).and_then(|i| queue.remove(i)) {
+                Some(old) => old.drop.cancel(),
+                None => break,
             }
         }
-        (id, evict)
+        if queue.len() >= MAX_UNPROVEN_BURST {
+            return None;
+        }
+        *next += 1;
+        let id = *next;
+        let drop = CancellationToken::new();
+        queue.push_back(Waiting {
+            id,
+            ip,
+            since: now,
+            drop: drop.clone(),
+        });
+        Some((id, drop))
     }
 
     /// Takes a connection out of the pool (it proved a token, or it closed).
     fn leave(&self, id: u64) {
         let mut guard = self.lock();
-        guard.1.retain(|(i, _, _)| *i != id);
+        guard.1.retain(|w| w.id != id);
     }
 }
 
@@ -162,6 +194,8 @@ struct Endpoints<S: Served> {
     services: Vec<(&'static str, Endpoint<S>)>,
     allowed_origins: Vec<String>,
     in_flight: Semaphore,
+    /// [`BODY_BUDGET_BYTES`] in KiB.
+    body_kib: Semaphore,
 }
 
 fn bearer(request: &Request) -> Option<&str> {
@@ -227,6 +261,22 @@ impl<S: Served> Endpoints<S> {
         }
         let Ok(_permit) = self.in_flight.acquire().await else {
             return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        };
+        // Room for the body before any of it is read: 256 requests of 4 MiB at once would
+        // otherwise hold a gigabyte.
+        let kib = u32::try_from(announced.unwrap_or(MAX_BODY_BYTES as u64).div_ceil(1024))
+            .unwrap_or(u32::MAX);
+        let Ok(Ok(_body)) = tokio::time::timeout(
+            tool_api::memory::WAIT,
+            self.body_kib.acquire_many(kib.max(1)),
+        )
+        .await
+        else {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server busy: too many large requests at once",
+            )
+                .into_response();
         };
         match tokio::time::timeout(REQUEST_TIMEOUT, service.clone().oneshot(request)).await {
             Ok(Ok(response)) => response.map(Body::new),
@@ -295,6 +345,7 @@ pub fn router<S: Served>(
         services,
         allowed_origins,
         in_flight: Semaphore::new(MAX_IN_FLIGHT),
+        body_kib: Semaphore::new(BODY_BUDGET_BYTES / 1024),
     });
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -355,7 +406,11 @@ pub async fn serve<S: Served>(
                 }
             },
         };
-        let (id, evicted) = unproven.admit(peer.ip());
+        let Some((id, evicted)) = unproven.admit(peer.ip()) else {
+            // A flood of brand-new connections: this one is closed at once.
+            drop(stream);
+            continue;
+        };
         let tagged = Arc::new(Connection {
             id,
             unproven: unproven.clone(),

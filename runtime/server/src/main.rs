@@ -56,6 +56,7 @@ async fn shutdown_signal(token: CancellationToken) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
+    gantry::ops::process_limits::raise_open_files();
     match cli.command {
         Command::Check(args) => {
             let settings = Settings::resolve(&args.common)

@@ -3,6 +3,7 @@
 
 pub mod exec;
 pub mod image;
+pub mod process_limits;
 pub mod search;
 
 pub use confine::{fs, path_policy};
