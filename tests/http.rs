@@ -314,7 +314,7 @@ async fn idle_sockets_cannot_hold_the_door_shut() {
         idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
     }
     // Past their grace, the idle sockets may be dropped to make room.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     let http = reqwest::Client::new();
     // Before, the request waited for the header timeout (10 s) of the first idle socket.
     let answered = tokio::time::timeout(

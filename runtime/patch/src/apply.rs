@@ -5,6 +5,12 @@
 use crate::parse::{Chunk, ChunkLine};
 use crate::seek::{Budget, DEFAULT_BUDGET, Exhausted, Seeker};
 
+/// What [`apply_update`] holds per line of the file beyond the text itself: the line's
+/// pieces, its entry in the list matched against and a key for each matching pass.
+pub const BYTES_PER_LINE: u64 = (2 * std::mem::size_of::<&str>() // text and ending
+    + std::mem::size_of::<&str>() // the list matched against
+    + 4 * std::mem::size_of::<u64>()) as u64; // one key per pass
+
 /// A file's new text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Updated {

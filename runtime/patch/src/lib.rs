@@ -7,5 +7,5 @@ mod apply;
 mod parse;
 mod seek;
 
-pub use apply::{MatchError, Updated, apply_update};
+pub use apply::{BYTES_PER_LINE, MatchError, Updated, apply_update};
 pub use parse::{Chunk, ChunkLine, FileOp, ParseError, Patch, parse};

@@ -61,6 +61,9 @@ async fn call(c: &RunningService<RoleClient, ()>, tool: &'static str, args: Valu
                 .and_then(|c| c.as_text())
                 .map(|t| t.text.clone())
                 .unwrap_or_default();
+            if std::env::var_os("MEMORY_BENCH_VERBOSE").is_some() {
+                eprintln!("{tool}: {t}");
+            }
             t.split(':').next().unwrap_or_default().to_string()
         }
         Ok(_) => "ok".into(),
@@ -79,8 +82,14 @@ fn files(root: &Path) {
             u16::MAX,
         ])
     });
+    let file = std::io::BufWriter::new(std::fs::File::create(root.join("deep.png")).unwrap());
+    let encoder = image::codecs::png::PngEncoder::new_with_quality(
+        file,
+        image::codecs::png::CompressionType::Best,
+        image::codecs::png::FilterType::Adaptive,
+    );
     image::DynamicImage::ImageRgba16(img)
-        .save(root.join("deep.png"))
+        .write_with_encoder(encoder)
         .unwrap();
     let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
     std::fs::write(root.join("edit.txt"), line.repeat((16 << 20) / 64 - 16)).unwrap();

@@ -11,10 +11,10 @@
 //!   yields within 30 s), bodies above 4 MiB get 413, at most 256 requests run at once (the rest
 //!   wait) and at most 1024 connections that have proven a token are open.
 //! - Connections that have not yet sent a request with a valid token live in a separate, small
-//!   pool: 256 of them, 32 per client address; when either is full, the oldest one that has
-//!   had a second to send its request is dropped to admit the new one. Idle sockets therefore
+//!   pool: 1024 of them, 128 per client address; when either is full, the oldest one that has
+//!   had two seconds to send its request is dropped to admit the new one. Idle sockets therefore
 //!   cannot hold the door shut: a real client, which sends its request at once, gets in even
-//!   while someone keeps reconnecting, and a burst of real clients (all within their second)
+//!   while someone keeps reconnecting, and a burst of real clients (all within their grace)
 //!   is let in whole, up to 4096.
 //!   More than one `Host` header is refused with 400 (RFC 9112).
 //! - Request bodies in flight share 64 MiB; a request waits for room (up to 10 s, then 503),
@@ -52,11 +52,11 @@ const MAX_IN_FLIGHT: usize = 256;
 pub const BODY_BUDGET_BYTES: usize = 64 << 20;
 const MAX_CONNECTIONS: usize = 1024;
 /// Connections that have not yet sent a request with a valid token, in all and per address.
-const MAX_UNPROVEN: usize = 256;
-const MAX_UNPROVEN_PER_ADDRESS: usize = 32;
+const MAX_UNPROVEN: usize = 1024;
+const MAX_UNPROVEN_PER_ADDRESS: usize = 128;
 /// How long a new connection has to send a request with a valid token before it may be
 /// dropped to make room (a real client sends its request at once).
-const UNPROVEN_GRACE: Duration = Duration::from_secs(1);
+const UNPROVEN_GRACE: Duration = Duration::from_secs(2);
 /// New connections let in at once while every unproven one is within its grace.
 const MAX_UNPROVEN_BURST: usize = 4096;
 

@@ -54,6 +54,7 @@ async fn shutdown_signal(token: CancellationToken) {
 }
 
 fn main() -> ExitCode {
+    gantry::ops::process_limits::return_large_blocks();
     let cli = Cli::parse();
     init_logging();
     gantry::ops::process_limits::raise_open_files();

@@ -226,6 +226,14 @@ impl Planner<'_> {
                     self.authorize(ApplyPatchOperation::Update, &source)?;
                 }
                 let (bytes, mode) = self.read_text(source.target())?;
+                // Matching indexes every line (its text, ending and one key per pass): a file
+                // of 16 MB of newlines is millions of them, so they are counted in too.
+                let lines = bytes.iter().filter(|b| **b == b'\n').count() as u64 + 1;
+                self.held.push(
+                    tool_api::memory::HEAVY
+                        .take(lines * patch::BYTES_PER_LINE, tool_api::memory::WAIT)
+                        .map_err(|e| ToolError::new(e.code, format!("{path}: {}", e.message)))?,
+                );
                 let text = std::str::from_utf8(&bytes).map_err(|_| {
                     ToolError::invalid_input(format!(
                         "{path}: not UTF-8 text; apply_patch does not edit binary files"
