@@ -632,3 +632,108 @@ mod imp {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for (path, text) in [
+            ("a.txt", "a"),
+            ("sub/b.txt", "b"),
+            ("sub/deeper/c.txt", "c"),
+            (".hidden/h.txt", "h"),
+            ("skipped/s.txt", "s"),
+            ("ignored/i.txt", "i"),
+            ("keep.log", "k"),
+            ("drop.log", "d"),
+        ] {
+            let p = root.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        std::fs::write(root.join(".ignore"), "ignored/\n*.log\n!keep.log\n").unwrap();
+        (dir, root)
+    }
+
+    fn found(root: &Path, base: &Path, opts: &Walk) -> Vec<(String, String)> {
+        let seen = Mutex::new(Vec::new());
+        walk(root, base, opts, &|f: &Found<'_>| {
+            let mut text = String::new();
+            f.open().unwrap().read_to_string(&mut text).unwrap();
+            let rel = f.rel.to_string_lossy().replace('\\', "/");
+            seen.lock().unwrap().push((rel, text));
+            Flow::Continue
+        })
+        .unwrap();
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort();
+        seen
+    }
+
+    #[test]
+    fn walks_honour_hidden_ignore_files_and_skips() {
+        let (_d, root) = tree();
+        let opts = Walk {
+            skip_hidden: true,
+            ignore_files: true,
+            skip: vec![root.join("skipped")],
+            threads: 2,
+            deadline: None,
+        };
+        let names: Vec<String> = found(&root, &root, &opts)
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
+        assert_eq!(
+            names,
+            ["a.txt", "keep.log", "sub/b.txt", "sub/deeper/c.txt"]
+        );
+        // A base below the root: paths are relative to it, rules from above still apply.
+        let sub = found(&root, &root.join("sub"), &opts);
+        assert_eq!(
+            sub,
+            [
+                ("b.txt".into(), "b".into()),
+                ("deeper/c.txt".into(), "c".into())
+            ]
+        );
+        // A file base is visited itself, with an empty relative path.
+        let one = found(&root, &root.join("drop.log"), &opts);
+        assert_eq!(one, [(String::new(), "d".into())]);
+    }
+
+    #[test]
+    fn listings_describe_entries_without_following_them() {
+        let (_d, root) = tree();
+        let mut listed = list(&root, &root.join("sub")).unwrap();
+        listed.sort_by(|a, b| a.name.cmp(&b.name));
+        let shown: Vec<(String, &str, Option<u64>)> = listed
+            .iter()
+            .map(|l| (l.name.to_string_lossy().into_owned(), l.kind, l.size))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("b.txt".into(), "file", Some(1)),
+                ("deeper".into(), "dir", None)
+            ]
+        );
+        assert!(listed.iter().all(|l| l.modified.is_some()));
+    }
+
+    #[test]
+    fn a_past_deadline_stops_the_walk_and_says_so() {
+        let (_d, root) = tree();
+        let opts = Walk {
+            deadline: Some(Instant::now()),
+            threads: 1,
+            ..Walk::default()
+        };
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let walked = walk(&root, &root, &opts, &|_: &Found<'_>| Flow::Continue).unwrap();
+        assert!(walked.timed_out);
+    }
+}

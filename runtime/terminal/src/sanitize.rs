@@ -1,5 +1,6 @@
 //! Terminal output made readable for a model: ANSI escape sequences removed, `\r\n` turned
-//! into `\n`, other control characters dropped (tabs kept), invalid UTF-8 replaced with
+//! into `\n`, other control characters dropped (tabs kept), C1 controls (U+0080–U+009F, among
+//! them the single-character CSI U+009B) dropped after decoding, invalid UTF-8 replaced with
 //! U+FFFD. Streaming: an escape sequence or a UTF-8 character split across reads is handled.
 
 /// Where the escape-sequence parser is.
@@ -106,12 +107,12 @@ impl Sanitizer {
         loop {
             match std::str::from_utf8(rest) {
                 Ok(s) => {
-                    out.push_str(s);
+                    push_without_c1(out, s);
                     return;
                 }
                 Err(e) => {
                     let (good, bad) = rest.split_at(e.valid_up_to());
-                    out.push_str(std::str::from_utf8(good).unwrap_or_default());
+                    push_without_c1(out, std::str::from_utf8(good).unwrap_or_default());
                     match e.error_len() {
                         Some(n) => {
                             out.push(char::REPLACEMENT_CHARACTER);
@@ -135,6 +136,16 @@ impl Sanitizer {
             out.push(char::REPLACEMENT_CHARACTER);
         }
     }
+}
+
+/// Appends `s` without C1 control characters. Each is encoded as `C2 80`–`C2 9F`, so text
+/// without a `C2` byte is appended as it is.
+fn push_without_c1(out: &mut String, s: &str) {
+    if !s.as_bytes().contains(&0xc2) {
+        out.push_str(s);
+        return;
+    }
+    out.extend(s.chars().filter(|c| !('\u{80}'..='\u{9f}').contains(c)));
 }
 
 #[cfg(test)]
@@ -162,6 +173,16 @@ mod tests {
             "alinkb\n"
         );
         assert_eq!(clean(&[b"tab\there\x00\x08!\n"]), "tab\there!\n");
+    }
+
+    /// Found by the fuzzer: U+0092 came through. C1 controls are dropped, even split across
+    /// reads; the Latin-1 letters beside them stay.
+    #[test]
+    fn c1_controls_are_dropped() {
+        assert_eq!(
+            clean(&[b"a\xc2\x92b\xc2", b"\x9b31mc \xc2\xa9\n"]),
+            "ab31mc \u{a9}\n"
+        );
     }
 
     #[test]
