@@ -158,9 +158,17 @@ fn rules_of(
     }
 }
 
+/// Where a directory waiting to be read is: already open (the base), or a name under an open
+/// parent. Subdirectories are opened only when read, so a directory of 100 000 subdirectories
+/// holds one descriptor while it waits, not 100 000.
+enum At {
+    Open(imp::Handle),
+    Under(Arc<imp::Handle>, OsString),
+}
+
 /// One directory waiting to be read.
 struct Job {
-    dir: imp::Handle,
+    at: At,
     path: PathBuf,
     rules: Option<Arc<Rules>>,
 }
@@ -284,7 +292,11 @@ pub fn walk(
     }
     let queue = Queue {
         state: Mutex::new(QueueState {
-            jobs: vec![Job { dir, path, rules }],
+            jobs: vec![Job {
+                at: At::Open(dir),
+                path,
+                rules,
+            }],
             active: 0,
             quit: false,
             timed_out: false,
@@ -304,7 +316,7 @@ pub fn walk(
 
 fn work(queue: &Queue, base: &Path, opts: &Walk, visit: &(dyn Fn(&Found<'_>) -> Flow + Sync)) {
     while let Some(job) = queue.next() {
-        if read_one(queue, &job, base, opts, visit) == Flow::Quit {
+        if read_one(queue, job, base, opts, visit) == Flow::Quit {
             queue.stop(false);
         }
         queue.done();
@@ -314,16 +326,25 @@ fn work(queue: &Queue, base: &Path, opts: &Walk, visit: &(dyn Fn(&Found<'_>) -> 
 /// Reads one directory: queues its subdirectories, visits its files.
 fn read_one(
     queue: &Queue,
-    job: &Job,
+    job: Job,
     base: &Path,
     opts: &Walk,
     visit: &(dyn Fn(&Found<'_>) -> Flow + Sync),
 ) -> Flow {
-    let Ok(entries) = imp::entries(&job.dir, &job.path) else {
+    // A directory swapped for a symlink since it was listed fails to open here.
+    let dir = match job.at {
+        At::Open(dir) => dir,
+        At::Under(parent, name) => match imp::open_dir(&parent, &name, &job.path) {
+            Ok(dir) => dir,
+            Err(_) => return Flow::Continue,
+        },
+    };
+    let Ok(entries) = imp::entries(&dir, &job.path) else {
         return Flow::Continue;
     };
+    let dir = Arc::new(dir);
     let has = |n: &str| entries.iter().any(|(name, _)| name == n);
-    let rules = rules_of(&job.dir, &job.path, has, job.rules.clone(), opts);
+    let rules = rules_of(&dir, &job.path, has, job.rules.clone(), opts);
     for (name, kind) in &entries {
         if opts.deadline.is_some_and(|d| Instant::now() > d) {
             queue.stop(true);
@@ -334,7 +355,7 @@ fn read_one(
         }
         let kind = match kind {
             Some(k) => *k,
-            None => match imp::kind(&job.dir, name) {
+            None => match imp::kind(&dir, name) {
                 Ok(k) => k,
                 Err(_) => continue,
             },
@@ -348,14 +369,11 @@ fn read_one(
                 if rules.as_ref().is_some_and(|r| r.ignored(&full, true)) {
                     continue;
                 }
-                // A directory swapped for a symlink since it was listed fails here.
-                if let Ok(dir) = imp::open_dir(&job.dir, name, &full) {
-                    queue.push(Job {
-                        dir,
-                        path: full,
-                        rules: rules.clone(),
-                    });
-                }
+                queue.push(Job {
+                    at: At::Under(dir.clone(), name.clone()),
+                    path: full,
+                    rules: rules.clone(),
+                });
             }
             imp::Kind::File => {
                 if rules.as_ref().is_some_and(|r| r.ignored(&full, false)) {
@@ -363,7 +381,7 @@ fn read_one(
                 }
                 let rel = full.strip_prefix(base).unwrap_or(&full);
                 let found = Found {
-                    dir: &job.dir,
+                    dir: &dir,
                     name,
                     path: &full,
                     rel,

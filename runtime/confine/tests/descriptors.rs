@@ -1,0 +1,41 @@
+//! A walk holds descriptors for the directories it is inside, not for every directory it has
+//! seen: a directory of thousands of subdirectories must not run the process out of them.
+#![cfg(test)]
+#![cfg(target_os = "linux")]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use confine::walk::{self, Flow, Found, Walk};
+
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
+}
+
+#[test]
+fn a_wide_tree_is_walked_with_few_descriptors() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    for i in 0..3000 {
+        let sub = root.join(format!("d{i:04}"));
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("f.txt"), "x").unwrap();
+    }
+    let before = open_descriptors();
+    let most = AtomicUsize::new(0);
+    let files = AtomicUsize::new(0);
+    let opts = Walk {
+        threads: 2,
+        ..Walk::default()
+    };
+    walk::walk(&root, &root, &opts, &|f: &Found<'_>| {
+        let _file = f.open().unwrap();
+        files.fetch_add(1, Ordering::Relaxed);
+        most.fetch_max(open_descriptors(), Ordering::Relaxed);
+        Flow::Continue
+    })
+    .unwrap();
+    assert_eq!(files.load(Ordering::Relaxed), 3000);
+    let extra = most.load(Ordering::Relaxed).saturating_sub(before);
+    // Opening every subdirectory when it was seen held over 3000 at once.
+    assert!(extra < 64, "{extra} descriptors held at once");
+}
