@@ -14,6 +14,8 @@ mod bounds;
 mod e2e;
 #[cfg(unix)]
 mod exec;
+#[cfg(target_os = "linux")]
+mod faults;
 mod files;
 mod http;
 mod policies;

@@ -54,10 +54,15 @@ pub enum Flow {
 }
 
 /// How a walk ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Walked {
     /// The deadline stopped it.
     pub timed_out: bool,
+    /// Directories that could not be opened or read for a reason other than a race with a
+    /// rename (out of descriptors, no permission...): the walk went on without them.
+    pub unreadable: usize,
+    /// The first such reason.
+    pub first_error: Option<String>,
 }
 
 /// A regular file the walk found (by its directory entry; open it to be sure).
@@ -183,9 +188,30 @@ struct QueueState {
     active: usize,
     quit: bool,
     timed_out: bool,
+    unreadable: usize,
+    first_error: Option<String>,
+}
+
+/// Whether an error only says the entry changed under the walk (removed, or swapped for a
+/// symlink or a file): skipped without a word, as the walk would not have seen it a moment later.
+pub fn is_race(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory)
+        || e.raw_os_error() == Some(40) // ELOOP on Linux
+        || e.raw_os_error() == Some(62) // ELOOP on the BSDs and macOS
 }
 
 impl Queue {
+    fn failed(&self, e: &io::Error, path: &Path) {
+        if is_race(e) {
+            return;
+        }
+        let mut s = self.lock();
+        s.unreadable += 1;
+        if s.first_error.is_none() {
+            s.first_error = Some(format!("{}: {e}", path.display()));
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, QueueState> {
         match self.state.lock() {
             Ok(g) => g,
@@ -300,6 +326,8 @@ pub fn walk(
             active: 0,
             quit: false,
             timed_out: false,
+            unreadable: 0,
+            first_error: None,
         }),
         wake: Condvar::new(),
     };
@@ -310,8 +338,12 @@ pub fn walk(
         }
         work(&queue, base, opts, visit);
     });
-    let timed_out = queue.lock().timed_out;
-    Ok(Walked { timed_out })
+    let state = queue.lock();
+    Ok(Walked {
+        timed_out: state.timed_out,
+        unreadable: state.unreadable,
+        first_error: state.first_error.clone(),
+    })
 }
 
 fn work(queue: &Queue, base: &Path, opts: &Walk, visit: &(dyn Fn(&Found<'_>) -> Flow + Sync)) {
@@ -336,11 +368,18 @@ fn read_one(
         At::Open(dir) => dir,
         At::Under(parent, name) => match imp::open_dir(&parent, &name, &job.path) {
             Ok(dir) => dir,
-            Err(_) => return Flow::Continue,
+            Err(e) => {
+                queue.failed(&e, &job.path);
+                return Flow::Continue;
+            }
         },
     };
-    let Ok(entries) = imp::entries(&dir, &job.path) else {
-        return Flow::Continue;
+    let entries = match imp::entries(&dir, &job.path) {
+        Ok(entries) => entries,
+        Err(e) => {
+            queue.failed(&e, &job.path);
+            return Flow::Continue;
+        }
     };
     let dir = Arc::new(dir);
     let has = |n: &str| entries.iter().any(|(name, _)| name == n);

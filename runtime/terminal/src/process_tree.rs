@@ -124,11 +124,28 @@ mod linux {
     }
 
     pub fn kill_group(pid: i32) {
+        signal_group(pid, Signal::KILL);
+    }
+
+    pub fn signal_group(pid: i32, signal: Signal) {
         if let Some(p) = Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process_group(p, Signal::KILL);
+            let _ = rustix::process::kill_process_group(p, signal);
         }
     }
+
+    /// Whether any of `pids` is still running (not gone, not a zombie).
+    pub fn any_running(pids: &[i32]) -> bool {
+        pids.iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .is_ok_and(|s| s.rfind(')').and_then(|i| s.get(i + 2..i + 3)) != Some("Z"))
+        })
+    }
 }
+
+/// How long processes get to run their exit handlers (remove lock files, restore the
+/// terminal) after SIGHUP and SIGTERM before SIGKILL. Killing at once left, for example, a
+/// login shell's `pyenv rehash` lock behind, and every later shell then waited a minute on it.
+pub const GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// When `pid` started, in a platform unit that only needs to be comparable (0 when unknown).
 #[cfg(target_os = "linux")]
@@ -152,6 +169,18 @@ pub fn terminate(leader: u32, tag: &str, since: u64, young: bool) -> usize {
         return 0;
     };
     if !linux::leader_reused(leader, since) {
+        // Politely first: a terminal hanging up, then a request to stop.
+        let members = linux::members(leader, tag, since, young);
+        for signal in [rustix::process::Signal::HUP, rustix::process::Signal::TERM] {
+            linux::signal_group(leader, signal);
+            for p in &members {
+                linux::signal_group(*p, signal);
+            }
+        }
+        let until = std::time::Instant::now() + GRACE;
+        while std::time::Instant::now() < until && linux::any_running(&members) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         linux::kill_group(leader);
     }
     let mut signalled = 0;
@@ -189,6 +218,9 @@ pub fn terminate(leader: u32, _tag: &str, _since: u64, _young: bool) -> usize {
     let Some(pid) = i32::try_from(leader).ok().and_then(Pid::from_raw) else {
         return 0;
     };
+    let _ = rustix::process::kill_process_group(pid, Signal::HUP);
+    let _ = rustix::process::kill_process_group(pid, Signal::TERM);
+    std::thread::sleep(GRACE / 3);
     let _ = rustix::process::kill_process_group(pid, Signal::KILL);
     1
 }

@@ -370,3 +370,29 @@ async fn idle_sessions_are_reaped() {
     assert_eq!(r.reap_idle().await, [id]);
     assert_eq!(alive_with(marker), Vec::<String>::new());
 }
+
+/// Ending a session lets its processes clean up first (SIGHUP and SIGTERM, then SIGKILL after
+/// a grace): a lock file removed by a trap is gone afterwards. Killing at once left such locks
+/// behind (a login shell's `pyenv rehash` lock made every later shell wait a minute).
+#[tokio::test]
+async fn ending_a_session_lets_exit_handlers_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = registry(dir.path(), 8);
+    let lock = dir.path().join("lock");
+    let o = r
+        .exec(
+            run(
+                "touch lock; trap 'rm -f lock; exit 0' HUP TERM; echo ready; sleep 30 & wait",
+                dir.path(),
+            ),
+            Duration::from_millis(500),
+            1000,
+        )
+        .await
+        .unwrap();
+    assert!(o.output.text.contains("ready"), "{:?}", o.output.text);
+    assert!(lock.exists());
+    let id = o.session_id.expect("still running");
+    r.kill(OWNER, id, 1000).await.unwrap();
+    assert!(!lock.exists(), "the trap did not run");
+}

@@ -84,6 +84,19 @@ pub(super) fn run(
         skip: roots.gantry_files().to_vec(),
     };
     let found = search::search(&bases, &query)?;
+    if found.unreadable > 0 && found.files == 0 {
+        // Nothing could be read at all: an empty answer would be a false "no match".
+        return Err(ToolError::new(
+            ErrorCode::OsError,
+            format!(
+                "cannot search: {}",
+                found
+                    .first_error
+                    .as_deref()
+                    .unwrap_or("nothing could be read")
+            ),
+        ));
+    }
 
     let mut matches = Vec::with_capacity(found.hits.len());
     let mut withheld = 0usize;
@@ -119,6 +132,13 @@ pub(super) fn run(
         notes.push(format!(
             "stopped after {}; narrow `paths` or `glob`",
             limits::find::TIME_BUDGET
+        ));
+    }
+    if found.unreadable > 0 {
+        notes.push(format!(
+            "{} director(ies) or file(s) could not be read and were skipped (first: {})",
+            found.unreadable,
+            found.first_error.as_deref().unwrap_or("unknown")
         ));
     }
     if found.long_lines > 0 {

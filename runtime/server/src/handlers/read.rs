@@ -96,7 +96,16 @@ fn expand(
                 paths: matches,
                 total,
                 timed_out,
+                unreadable: (unreadable, first_error),
             }) => {
+                if unreadable > 0 {
+                    cut = true;
+                    notes.push(format!(
+                        "`{}`: {unreadable} director(ies) could not be read (first: {})",
+                        req.path,
+                        first_error.as_deref().unwrap_or("unknown")
+                    ));
+                }
                 if timed_out {
                     cut = true;
                     notes.push(format!(

@@ -83,6 +83,10 @@ pub struct Searched {
     pub files: usize,
     /// Files whose search stopped at a line longer than the line limit.
     pub long_lines: usize,
+    /// Directories and files that could not be read (out of descriptors, no permission...).
+    pub unreadable: usize,
+    /// The first reason one could not be read.
+    pub first_error: Option<String>,
 }
 
 /// Longest line text a result carries.
@@ -250,6 +254,15 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Searched,
             .build()
     };
     let long_lines = AtomicUsize::new(0);
+    let unreadable = AtomicUsize::new(0);
+    let first_error: Mutex<Option<String>> = Mutex::new(None);
+    let failed = |e: &std::io::Error, path: &Path| {
+        if walk::is_race(e) {
+            return;
+        }
+        unreadable.fetch_add(1, Ordering::Relaxed);
+        lock(&first_error).get_or_insert_with(|| format!("{}: {e}", path.display()));
+    };
     let opts = Walk {
         skip_hidden: true,
         ignore_files: true,
@@ -303,8 +316,12 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Searched,
             }
             if let Some(m) = &matcher {
                 // Opened relative to its directory's handle: a symlink swapped in is refused.
-                let Ok(file) = found.open() else {
-                    return Flow::Continue;
+                let file = match found.open() {
+                    Ok(file) => file,
+                    Err(e) => {
+                        failed(&e, found.path);
+                        return Flow::Continue;
+                    }
                 };
                 let mut sink = Lines {
                     path: found.path,
@@ -327,11 +344,19 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Searched,
             Flow::Continue
         };
         match walk::walk(root, &base.path, &opts, &visit) {
-            Ok(w) if w.timed_out => {
-                shared.timed_out.store(true, Ordering::Relaxed);
-                break;
+            Ok(w) => {
+                if w.unreadable > 0 {
+                    unreadable.fetch_add(w.unreadable, Ordering::Relaxed);
+                    let mut first = lock(&first_error);
+                    if first.is_none() {
+                        *first = w.first_error;
+                    }
+                }
+                if w.timed_out {
+                    shared.timed_out.store(true, Ordering::Relaxed);
+                    break;
+                }
             }
-            Ok(_) => {}
             Err(e) => {
                 return Err(ToolError::os(format!("{given}: cannot search"), &e));
             }
@@ -350,6 +375,10 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Searched,
         timed_out: shared.timed_out.load(Ordering::Relaxed),
         files: shared.files.load(Ordering::Relaxed),
         long_lines: long_lines.load(Ordering::Relaxed),
+        unreadable: unreadable.load(Ordering::Relaxed),
+        first_error: first_error
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
     })
 }
 
@@ -392,6 +421,8 @@ pub struct Expanded {
     pub total: usize,
     /// The deadline stopped the walk: more may match.
     pub timed_out: bool,
+    /// Directories that could not be read, and the first reason.
+    pub unreadable: (usize, Option<String>),
 }
 
 /// Files under an authorized directory whose relative path matches `pattern`, sorted; hidden
@@ -439,6 +470,7 @@ pub fn expand_glob(
         paths: found,
         total,
         timed_out: walked.timed_out,
+        unreadable: (walked.unreadable, walked.first_error),
     })
 }
 
