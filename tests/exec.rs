@@ -236,7 +236,8 @@ async fn kill_ends_the_tree_and_reports_the_final_state() {
     )
     .await;
     let s = structured(&r);
-    assert_eq!(s["exit_code"], 137, "{}", text(&r));
+    // Hung up first (128 + SIGHUP), as a closed terminal would; SIGKILL only after a grace.
+    assert_eq!(s["exit_code"], 129, "{}", text(&r));
     assert!(
         s["note"]
             .as_str()
