@@ -47,10 +47,12 @@ pub fn read_all(target: &Authorized<Resolved>, max: u64, factor: u64) -> std::io
     if size > max {
         return Err(too_large());
     }
-    let held = memory::HEAVY.take_io(max.min(size + 4096) * factor, memory::WAIT)?;
+    // Read no more than was paid for: a file growing meanwhile is refused, not held.
+    let paid = max.min(size + 4096);
+    let held = memory::HEAVY.take_io(paid * factor, memory::WAIT)?;
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    f.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
+    f.take(paid + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > paid {
         return Err(too_large());
     }
     Ok(Whole { bytes, mode, held })
@@ -135,7 +137,8 @@ pub fn list_dir(dir: &Authorized<Resolved>, max: usize) -> std::io::Result<(Vec<
         .root
         .as_deref()
         .ok_or_else(|| std::io::Error::other("path is outside every root"))?;
-    let mut entries: Vec<Entry> = crate::walk::list(root, &dir.path)?
+    let (listed, total) = crate::walk::list(root, &dir.path, max)?;
+    let entries: Vec<Entry> = listed
         .into_iter()
         .map(|l| Entry {
             name: l.name.to_string_lossy().into_owned(),
@@ -144,9 +147,6 @@ pub fn list_dir(dir: &Authorized<Resolved>, max: usize) -> std::io::Result<(Vec<
             mtime: l.modified.map(rfc3339),
         })
         .collect();
-    entries.sort_by(|a, b| a.name.cmp(&b.name));
-    let total = entries.len();
-    entries.truncate(max);
     Ok((entries, total))
 }
 

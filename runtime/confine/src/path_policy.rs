@@ -181,7 +181,24 @@ impl Roots {
         } else {
             base.unwrap_or(self.first()).join(raw)
         };
-        let (path, kind) = match resolve_os(&absolute) {
+        let outside = |path: PathBuf| Resolved {
+            given: given.to_string(),
+            path,
+            inside_root: false,
+            root: None,
+            gantry_owned: false,
+            kind: Kind::Missing,
+        };
+        let resolved = if cfg!(unix) {
+            match self.resolve_steps(&absolute) {
+                Ok(Step::Outside(at)) => return Ok(outside(at)),
+                Ok(Step::Found(path, kind)) => Ok((path, kind)),
+                Err(e) => Err(e),
+            }
+        } else {
+            resolve_os(&absolute)
+        };
+        let (path, kind) = match resolved {
             Ok(found) => found,
             Err(e) => {
                 // Whatever went wrong below a point outside every root (`f.txt/x` where f.txt
@@ -207,7 +224,8 @@ impl Roots {
         let root = self.root_of(&path).map(Path::to_path_buf);
         Ok(Resolved {
             given: given.to_string(),
-            gantry_owned: self.is_gantry_owned(&path),
+            // Only inside a root: outside, every path gets the one answer.
+            gantry_owned: root.is_some() && self.is_gantry_owned(&path),
             inside_root: root.is_some(),
             // Outside the roots nothing is described: a file, a directory, a device and
             // nothing at all are denied alike.
@@ -215,6 +233,89 @@ impl Roots {
             root,
             path,
         })
+    }
+
+    /// Whether canonical `path` is inside a root or on the way to one (an ancestor of a root):
+    /// the only places resolution may pass through.
+    fn on_the_way(&self, path: &Path) -> bool {
+        self.roots
+            .iter()
+            .any(|r| within(r, path) || within(path, r))
+    }
+
+    /// Resolves `absolute` the way the OS does, one component at a time: a symlink is replaced
+    /// by its target, `..` goes up from what the path resolved to so far. As soon as that is
+    /// neither inside a root nor an ancestor of one, resolution stops with
+    /// [`Step::Outside`]: nothing after it is looked at, so the answer cannot depend on
+    /// what exists out there (`../../home/u/.aws/../../../root/f` is outside whether or not
+    /// `.aws` exists, and a link to an outside target is outside whether or not the target
+    /// exists).
+    fn resolve_steps(&self, absolute: &Path) -> std::io::Result<Step> {
+        enum Part {
+            Root,
+            Up,
+            Name(std::ffi::OsString),
+        }
+        fn parts(path: &Path) -> impl DoubleEndedIterator<Item = Part> + '_ {
+            path.components().filter_map(|c| match c {
+                Component::RootDir | Component::Prefix(_) => Some(Part::Root),
+                Component::CurDir => None,
+                Component::ParentDir => Some(Part::Up),
+                Component::Normal(n) => Some(Part::Name(n.to_os_string())),
+            })
+        }
+        let mut pending: std::collections::VecDeque<Part> = parts(absolute).collect();
+        let mut at = PathBuf::from("/");
+        let mut links = 0;
+        let mut missing = false;
+        while let Some(part) = pending.pop_front() {
+            match part {
+                Part::Root => at = PathBuf::from("/"),
+                Part::Up if missing => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        UP_THROUGH_MISSING,
+                    ));
+                }
+                Part::Up => {
+                    at.pop();
+                }
+                // Below something missing nothing exists, so nothing can be a link.
+                Part::Name(name) if missing => at.push(name),
+                Part::Name(name) => {
+                    let next = at.join(&name);
+                    match std::fs::symlink_metadata(&next) {
+                        Ok(meta) if meta.file_type().is_symlink() => {
+                            links += 1;
+                            if links > 40 {
+                                return Err(std::io::Error::other(
+                                    "too many levels of symbolic links",
+                                ));
+                            }
+                            let target = std::fs::read_link(&next)?;
+                            for p in parts(&target).rev() {
+                                pending.push_front(p);
+                            }
+                            continue;
+                        }
+                        Ok(_) => at = next,
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            at = next;
+                            missing = true;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            if !self.on_the_way(&at) {
+                return Ok(Step::Outside(at));
+            }
+        }
+        if missing {
+            return Ok(Step::Found(at, Kind::Missing));
+        }
+        let kind = kind_of(&at)?;
+        Ok(Step::Found(at, kind))
     }
 
     /// The deepest ancestor of `absolute` that resolves, when it lies outside every root.
@@ -234,6 +335,14 @@ fn within(root: &Path, path: &Path) -> bool {
     } else {
         path.starts_with(root)
     }
+}
+
+/// Where [`Roots::resolve_steps`] got to.
+enum Step {
+    /// The path, canonical, and what is there.
+    Found(PathBuf, Kind),
+    /// Resolution left every root (and every way to one) here.
+    Outside(PathBuf),
 }
 
 const UP_THROUGH_MISSING: &str = "`..` after a directory that does not exist";
@@ -438,6 +547,44 @@ mod tests {
         .unwrap();
         let r = roots.resolve("pipe", None).unwrap();
         assert_eq!((r.kind, r.inside_root), (Kind::Special, true));
+    }
+
+    /// Going out and back in through `..` is outside whatever exists on the way, and a link
+    /// to an outside target is outside whether or not the target exists: otherwise the answer
+    /// tells what exists out there.
+    #[cfg(unix)]
+    #[test]
+    fn out_and_back_and_dangling_links_are_outside_whatever_exists() {
+        let (d, roots) = setup();
+        std::fs::create_dir(d.path().join("exists")).unwrap();
+        for given in [
+            "../exists/../root/sub/a.txt",
+            "../missing/../root/sub/a.txt",
+        ] {
+            let r = roots.resolve(given, None).unwrap();
+            assert_eq!((r.inside_root, r.kind), (false, Kind::Missing), "{given}");
+        }
+        std::os::unix::fs::symlink(d.path().join("exists/x"), roots.first().join("dl1")).unwrap();
+        std::fs::write(d.path().join("exists/x"), "x").unwrap();
+        std::os::unix::fs::symlink(d.path().join("nothing/x"), roots.first().join("dl2")).unwrap();
+        for given in ["dl1", "dl2", "dl1/y", "dl2/y"] {
+            let r = roots.resolve(given, None).unwrap();
+            assert_eq!((r.inside_root, r.kind), (false, Kind::Missing), "{given}");
+        }
+        // Inside, `..` and links that stay inside resolve as the OS would.
+        std::os::unix::fs::symlink("sub", roots.first().join("rel")).unwrap();
+        let r = roots.resolve("rel/../sub/./a.txt", None).unwrap();
+        assert_eq!((r.inside_root, r.kind), (true, Kind::File));
+        assert_eq!(r.path, roots.first().join("sub/a.txt"));
+        let r = roots.resolve("rel/a.txt", None).unwrap();
+        assert_eq!(r.path, roots.first().join("sub/a.txt"));
+        let r = roots
+            .resolve(
+                &roots.first().join("../root/sub").display().to_string(),
+                None,
+            )
+            .unwrap();
+        assert_eq!((r.inside_root, r.kind), (true, Kind::Dir));
     }
 
     /// Outside the roots every path gets the same answer, whether it names a file, a

@@ -201,14 +201,16 @@ pub fn is_race(e: &io::Error) -> bool {
 }
 
 impl Queue {
-    fn failed(&self, e: &io::Error, path: &Path) {
+    /// Counts a directory that could not be read; the reason names it relative to `base`.
+    fn failed(&self, e: &io::Error, path: &Path, base: &Path) {
         if is_race(e) {
             return;
         }
         let mut s = self.lock();
         s.unreadable += 1;
         if s.first_error.is_none() {
-            s.first_error = Some(format!("{}: {e}", path.display()));
+            let rel = path.strip_prefix(base).unwrap_or(Path::new("?"));
+            s.first_error = Some(format!("{}: {e}", rel.display()));
         }
     }
 
@@ -347,11 +349,22 @@ pub fn walk(
 }
 
 fn work(queue: &Queue, base: &Path, opts: &Walk, visit: &(dyn Fn(&Found<'_>) -> Flow + Sync)) {
+    /// Marks the job done even if the visitor panics, and stops the walk then: otherwise the
+    /// other workers would wait for it forever.
+    struct Done<'q>(&'q Queue);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0.stop(false);
+            }
+            self.0.done();
+        }
+    }
     while let Some(job) = queue.next() {
+        let _done = Done(queue);
         if read_one(queue, job, base, opts, visit) == Flow::Quit {
             queue.stop(false);
         }
-        queue.done();
     }
 }
 
@@ -369,7 +382,7 @@ fn read_one(
         At::Under(parent, name) => match imp::open_dir(&parent, &name, &job.path) {
             Ok(dir) => dir,
             Err(e) => {
-                queue.failed(&e, &job.path);
+                queue.failed(&e, &job.path, base);
                 return Flow::Continue;
             }
         },
@@ -377,7 +390,7 @@ fn read_one(
     let entries = match imp::entries(&dir, &job.path) {
         Ok(entries) => entries,
         Err(e) => {
-            queue.failed(&e, &job.path);
+            queue.failed(&e, &job.path, base);
             return Flow::Continue;
         }
     };
@@ -448,10 +461,12 @@ pub struct Listed {
     pub modified: Option<std::time::SystemTime>,
 }
 
-/// Lists canonical directory `path` below canonical `root` from its handle: entries are
-/// described by `fstatat(AT_SYMLINK_NOFOLLOW)` relative to it, so a directory swapped for a
-/// symlink is refused rather than listed, and a symlink inside is described, not followed.
-pub fn list(root: &Path, path: &Path) -> io::Result<Vec<Listed>> {
+/// Lists canonical directory `path` below canonical `root` from its handle: the first `max`
+/// entries by name (and how many there are in all), described by
+/// `fstatat(AT_SYMLINK_NOFOLLOW)` relative to it, so a directory swapped for a symlink is
+/// refused rather than listed, and a symlink inside is described, not followed. A directory
+/// of a million entries costs `max` names in memory and `max` stats, not a million.
+pub fn list(root: &Path, path: &Path, max: usize) -> io::Result<(Vec<Listed>, usize)> {
     let anchored = Anchored::new(root, path)?;
     let mut dir = imp::open_root(root)?;
     let mut at = root.to_path_buf();
@@ -463,9 +478,18 @@ pub fn list(root: &Path, path: &Path) -> io::Result<Vec<Listed>> {
         at.push(name);
         dir = imp::open_dir(&dir, name, &at)?;
     }
-    let entries = imp::entries(&dir, &at)?;
-    let mut out = Vec::with_capacity(entries.len());
-    for (name, _) in entries {
+    let mut first = std::collections::BinaryHeap::new();
+    let mut total = 0usize;
+    imp::each_entry(&dir, &at, &mut |name, _| {
+        total += 1;
+        first.push(name);
+        if first.len() > max {
+            first.pop();
+        }
+    })?;
+    let names = first.into_sorted_vec();
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
         let Ok(meta) = imp::describe(&dir, &name, &at) else {
             continue;
         };
@@ -476,7 +500,7 @@ pub fn list(root: &Path, path: &Path) -> io::Result<Vec<Listed>> {
             modified: meta.2,
         });
     }
-    Ok(out)
+    Ok((out, total))
 }
 
 #[cfg(unix)]
@@ -539,21 +563,31 @@ mod imp {
 
     /// The entries of a directory (without `.` and `..`), with their type when the file
     /// system says it.
-    pub fn entries(dir: &Handle, _path: &Path) -> io::Result<Vec<(OsString, Option<Kind>)>> {
-        use std::os::unix::ffi::OsStrExt as _;
+    pub fn entries(dir: &Handle, path: &Path) -> io::Result<Vec<(OsString, Option<Kind>)>> {
         let mut out = Vec::new();
+        each_entry(dir, path, &mut |name, kind| out.push((name, kind)))?;
+        Ok(out)
+    }
+
+    /// Calls `f` with each entry of a directory (without `.` and `..`) as it is read.
+    pub fn each_entry(
+        dir: &Handle,
+        _path: &Path,
+        f: &mut dyn FnMut(OsString, Option<Kind>),
+    ) -> io::Result<()> {
+        use std::os::unix::ffi::OsStrExt as _;
         for entry in rustix::fs::Dir::read_from(dir)? {
             let entry = entry?;
             let name = entry.file_name().to_bytes();
             if name == b"." || name == b".." {
                 continue;
             }
-            out.push((
+            f(
                 OsStr::from_bytes(name).to_os_string(),
                 kind_of(entry.file_type()),
-            ));
+            );
         }
-        Ok(out)
+        Ok(())
     }
 
     pub type Described = (&'static str, Option<u64>, Option<std::time::SystemTime>);
@@ -657,15 +691,24 @@ mod imp {
         std::fs::symlink_metadata(parent.join(name)).is_ok()
     }
 
-    pub fn entries(dir: &Handle, _path: &Path) -> io::Result<Vec<(OsString, Option<Kind>)>> {
-        recheck(dir)?;
+    pub fn entries(dir: &Handle, path: &Path) -> io::Result<Vec<(OsString, Option<Kind>)>> {
         let mut out = Vec::new();
+        each_entry(dir, path, &mut |name, kind| out.push((name, kind)))?;
+        Ok(out)
+    }
+
+    pub fn each_entry(
+        dir: &Handle,
+        _path: &Path,
+        f: &mut dyn FnMut(OsString, Option<Kind>),
+    ) -> io::Result<()> {
+        recheck(dir)?;
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
             let kind = entry.file_type().ok().map(kind_of);
-            out.push((entry.file_name(), kind));
+            f(entry.file_name(), kind);
         }
-        Ok(out)
+        Ok(())
     }
 
     pub type Described = (&'static str, Option<u64>, Option<std::time::SystemTime>);
@@ -765,8 +808,17 @@ mod tests {
     #[test]
     fn listings_describe_entries_without_following_them() {
         let (_d, root) = tree();
-        let mut listed = list(&root, &root.join("sub")).unwrap();
-        listed.sort_by(|a, b| a.name.cmp(&b.name));
+        let (listed, total) = list(&root, &root.join("sub"), 10).unwrap();
+        assert_eq!(total, 2);
+        let (first, total) = list(&root, &root, 2).unwrap();
+        let first: Vec<_> = first
+            .iter()
+            .map(|l| l.name.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            (first, total),
+            (vec![".hidden".to_string(), ".ignore".into()], 8)
+        );
         let shown: Vec<(String, &str, Option<u64>)> = listed
             .iter()
             .map(|l| (l.name.to_string_lossy().into_owned(), l.kind, l.size))

@@ -134,8 +134,8 @@ fn listings_never_show_outside_names_while_a_directory_is_swapped() {
     let (mut listed, mut refused) = (0usize, 0usize);
     let d = root.join("d");
     while started.elapsed() < BOUND {
-        match walk::list(&root, &d) {
-            Ok(entries) => {
+        match walk::list(&root, &d, 100) {
+            Ok((entries, _)) => {
                 listed += 1;
                 for e in entries {
                     let name = e.name.to_string_lossy().into_owned();

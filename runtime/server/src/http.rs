@@ -15,7 +15,7 @@
 //!   had two seconds to send its request is dropped to admit the new one. Idle sockets therefore
 //!   cannot hold the door shut: a real client, which sends its request at once, gets in even
 //!   while someone keeps reconnecting, and a burst of real clients (all within their grace)
-//!   is let in whole, up to 4096.
+//!   is let in whole, up to 4096; past that the oldest goes whatever its age.
 //!   More than one `Host` header is refused with 400 (RFC 9112).
 //! - Request bodies in flight share 64 MiB; a request waits for room (up to 10 s, then 503),
 //!   counted from its `Content-Length` (or as the largest body when it has none).
@@ -89,9 +89,9 @@ impl Unproven {
     /// Admits a new connection from `ip`. Past a cap (per address, or in all) the oldest
     /// connection that has had [`UNPROVEN_GRACE`] to send its request is dropped to make room;
     /// a burst of new connections (all still within their grace) is let in up to
-    /// [`MAX_UNPROVEN_BURST`], beyond which the new one is refused. Returns its number and the
-    /// token that fires when it is dropped, or `None` when it is refused.
-    fn admit(&self, ip: IpAddr) -> Option<(u64, CancellationToken)> {
+    /// [`MAX_UNPROVEN_BURST`], beyond which the oldest is dropped whatever its age. Returns its
+    /// number and the token that fires when it is dropped.
+    fn admit(&self, ip: IpAddr) -> (u64, CancellationToken) {
         let mut guard = self.lock();
         let (next, queue) = &mut *guard;
         let now = std::time::Instant::now();
@@ -109,7 +109,11 @@ impl Unproven {
             }
         }
         if queue.len() >= MAX_UNPROVEN_BURST {
-            return None;
+            // A flood faster than the grace: the oldest goes whatever its age. A real client
+            // has sent its request long before thousands of others arrive after it.
+            if let Some(old) = queue.pop_front() {
+                old.drop.cancel();
+            }
         }
         *next += 1;
         let id = *next;
@@ -120,7 +124,7 @@ impl Unproven {
             since: now,
             drop: drop.clone(),
         });
-        Some((id, drop))
+        (id, drop)
     }
 
     /// Takes a connection out of the pool (it proved a token, or it closed).
@@ -406,11 +410,7 @@ pub async fn serve<S: Served>(
                 }
             },
         };
-        let Some((id, evicted)) = unproven.admit(peer.ip()) else {
-            // A flood of brand-new connections: this one is closed at once.
-            drop(stream);
-            continue;
-        };
+        let (id, evicted) = unproven.admit(peer.ip());
         let tagged = Arc::new(Connection {
             id,
             unproven: unproven.clone(),

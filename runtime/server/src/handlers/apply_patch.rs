@@ -73,6 +73,23 @@ impl Planner<'_> {
             .map_err(|e| self.refused(&given, e))
     }
 
+    /// One patch may hold at most half the memory ceiling: past that it would wait on room
+    /// only its own release could make, and lock every other call out meanwhile.
+    fn within_share(&self, path: &str, more: u64) -> Result<(), ToolError> {
+        let holding: u64 = self.held.iter().map(tool_api::memory::Held::amount).sum();
+        let share = tool_api::memory::HEAVY_BYTES / 2;
+        if holding + more > share {
+            return Err(ToolError::new(
+                ErrorCode::OutputLimit,
+                format!(
+                    "{path}: the patch's files need more than {} MiB of memory together; split the patch",
+                    share >> 20
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn claim(&mut self, target: &Resolved) -> Result<(), ToolError> {
         if self.seen.contains(&target.path) {
             return Err(ToolError::invalid_input(format!(
@@ -89,6 +106,7 @@ impl Planner<'_> {
         // Held twice over: the contents (kept for rollback) and the edited text.
         match fs::read_all(target, limits::apply_patch::MAX_FILE.get(), 2) {
             Ok(whole) => {
+                self.within_share(&target.given, whole.held.amount())?;
                 self.held.push(whole.held);
                 Ok((whole.bytes, whole.mode))
             }
@@ -229,9 +247,11 @@ impl Planner<'_> {
                 // Matching indexes every line (its text, ending and one key per pass): a file
                 // of 16 MB of newlines is millions of them, so they are counted in too.
                 let lines = bytes.iter().filter(|b| **b == b'\n').count() as u64 + 1;
+                let index = lines * patch::BYTES_PER_LINE;
+                self.within_share(path, index)?;
                 self.held.push(
                     tool_api::memory::HEAVY
-                        .take(lines * patch::BYTES_PER_LINE, tool_api::memory::WAIT)
+                        .take(index, tool_api::memory::WAIT)
                         .map_err(|e| ToolError::new(e.code, format!("{path}: {}", e.message)))?,
                 );
                 let text = std::str::from_utf8(&bytes).map_err(|_| {

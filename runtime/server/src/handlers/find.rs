@@ -1,9 +1,9 @@
 //! `find`: file names and text inside the approved roots, without a shell.
 //!
-//! The call is authorized per search base (each directory or file in `paths`); each result is
-//! authorized again before it is returned, so a policy that forbids a file keeps it out of the
-//! results even though the walk passed through its directory. Withheld results are counted,
-//! never shown.
+//! The call is authorized per search base (each directory or file in `paths`); each file with
+//! a result is asked about before its results count, so a policy that forbids a file keeps it
+//! out even though the walk passed through its directory, and leaves no trace: no result, no
+//! place on the page, no count (a "withheld" count would tell what the file contains).
 
 use std::time::Instant;
 
@@ -83,7 +83,16 @@ pub(super) fn run(
         deadline: Instant::now() + limits::find::TIME_BUDGET.duration(),
         skip: roots.gantry_files().to_vec(),
     };
-    let found = search::search(&bases, &query)?;
+    let resource_of = |path: &std::path::Path| generated::resources::Path {
+        id: path.to_string_lossy().into_owned(),
+        inside_root: roots.contains(path),
+        gantry_owned: roots.is_gantry_owned(path),
+        kind: "file".into(),
+    };
+    // Asked inside the search, about each file with a result, before the result takes a
+    // place on the page: a forbidden file leaves no trace in the answer.
+    let admit = |path: &std::path::Path| cx.permits(actions::FIND, &resource_of(path));
+    let found = search::search(&bases, &query, &admit)?;
     if found.unreadable > 0 && found.files == 0 {
         // Nothing could be read at all: an empty answer would be a false "no match".
         return Err(ToolError::new(
@@ -99,20 +108,17 @@ pub(super) fn run(
     }
 
     let mut matches = Vec::with_capacity(found.hits.len());
-    let mut withheld = 0usize;
     let mut last_key = None;
     for hit in found.hits {
-        last_key = Some((hit.shown.clone(), hit.line.unwrap_or(0)));
-        let resource = generated::resources::Path {
-            id: hit.path.to_string_lossy().into_owned(),
-            inside_root: roots.contains(&hit.path),
-            gantry_owned: roots.is_gantry_owned(&hit.path),
-            kind: "file".into(),
-        };
-        if cx.authorize(actions::FIND, &resource, ()).is_err() {
-            withheld += 1;
+        // Recorded for the audit; a file whose permission changed since the search is left
+        // out like any other.
+        if cx
+            .authorize(actions::FIND, &resource_of(&hit.path), ())
+            .is_err()
+        {
             continue;
         }
+        last_key = Some((hit.shown.clone(), hit.line.unwrap_or(0)));
         matches.push(FindMatch {
             path: hit.shown,
             line: hit.line.map(clamp),
@@ -148,10 +154,7 @@ pub(super) fn run(
             search::MAX_LINE_BYTES / 1024
         ));
     }
-    if withheld > 0 {
-        notes.push(format!("{withheld} result(s) withheld by policy"));
-    }
-    if matches.is_empty() && withheld == 0 && !found.timed_out {
+    if matches.is_empty() && !found.timed_out {
         notes.push(format!("no match in {} file(s)", found.files));
     }
     let next_cursor = found

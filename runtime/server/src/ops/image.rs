@@ -95,9 +95,16 @@ pub fn prepare(file: &Authorized<Resolved>, bounds: Bounds) -> Result<Prepared, 
     }
     let _file_held = memory::HEAVY.take(size, memory::WAIT)?;
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    f.take(bounds.max_file_bytes + 1)
+    f.take(size + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| ToolError::os(format!("{path}: cannot read"), &e))?;
+    if bytes.len() as u64 > size {
+        // It grew since it was sized: not what was paid for.
+        return Err(ToolError::new(
+            ErrorCode::OsError,
+            format!("{path}: the file changed while it was read; try again"),
+        ));
+    }
 
     let reader = ImageReader::new(Cursor::new(&bytes))
         .with_guessed_format()

@@ -167,18 +167,33 @@ struct Lines<'a> {
     context: usize,
     pending_before: Vec<String>,
     hits: Vec<Hit>,
+    /// Hits of this file at or before this line are before the cursor.
+    after_line: Option<u64>,
+    /// Most hits worth keeping from one file (a page and one more).
+    keep: usize,
+    deadline: Instant,
 }
 
 impl Sink for Lines<'_> {
     type Error = std::io::Error;
 
     fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        // A file of a million matching lines must not become a million hits in memory: a
+        // page needs at most `keep` of them, and the call has a deadline.
+        if self.hits.len() >= self.keep || Instant::now() > self.deadline {
+            return Ok(false);
+        }
         let first = m.line_number().unwrap_or(0);
         for (i, line) in m.lines().enumerate() {
+            let number = first + i as u64;
+            if self.after_line.is_some_and(|a| number <= a) {
+                self.pending_before.clear();
+                continue;
+            }
             self.hits.push(Hit {
                 path: self.path.to_path_buf(),
                 shown: self.shown.to_string(),
-                line: Some(first + i as u64),
+                line: Some(number),
                 text: Some(line_text(line)),
                 before: std::mem::take(&mut self.pending_before),
                 after: Vec::new(),
@@ -217,8 +232,15 @@ fn glob_matcher(glob: &str) -> Result<globset::GlobMatcher, ToolError> {
     Ok(g.compile_matcher())
 }
 
-/// Runs `query` under each base (files or directories already authorized).
-pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Searched, ToolError> {
+/// Runs `query` under each base (files or directories already authorized). `admit` is asked
+/// about each file that has a result, before the result counts for anything: a file it
+/// refuses leaves no trace (no result, no place on the page, no count), so what a forbidden
+/// file contains cannot be learnt from the answer.
+pub fn search(
+    bases: &[Authorized<Resolved>],
+    query: &Query,
+    admit: &(dyn Fn(&Path) -> bool + Sync),
+) -> Result<Searched, ToolError> {
     let matcher = match query.mode {
         Mode::Name => None,
         Mode::Text | Mode::Regex => Some(
@@ -256,12 +278,14 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Searched,
     let long_lines = AtomicUsize::new(0);
     let unreadable = AtomicUsize::new(0);
     let first_error: Mutex<Option<String>> = Mutex::new(None);
-    let failed = |e: &std::io::Error, path: &Path| {
+    // Reasons name the path as the caller sees it (relative to its base), never the
+    // resolved absolute one.
+    let failed = |e: &std::io::Error, shown: &str| {
         if walk::is_race(e) {
             return;
         }
         unreadable.fetch_add(1, Ordering::Relaxed);
-        lock(&first_error).get_or_insert_with(|| format!("{}: {e}", path.display()));
+        lock(&first_error).get_or_insert_with(|| format!("{shown}: {e}"));
     };
     let opts = Walk {
         skip_hidden: true,
@@ -302,7 +326,9 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Searched,
             }
             shared.files.fetch_add(1, Ordering::Relaxed);
             if let Some(g) = &name_glob {
-                if g.is_match(&rel_shown) || rel.file_name().is_some_and(|n| g.is_match(n)) {
+                if (g.is_match(&rel_shown) || rel.file_name().is_some_and(|n| g.is_match(n)))
+                    && admit(found.path)
+                {
                     shared.offer(vec![Hit {
                         path: found.path.to_path_buf(),
                         shown,
@@ -319,16 +345,25 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Searched,
                 let file = match found.open() {
                     Ok(file) => file,
                     Err(e) => {
-                        failed(&e, found.path);
+                        failed(&e, &shown);
                         return Flow::Continue;
                     }
                 };
+                let after_line = shared
+                    .query
+                    .after
+                    .as_ref()
+                    .filter(|(p, _)| *p == shown)
+                    .map(|(_, l)| *l);
                 let mut sink = Lines {
                     path: found.path,
                     shown: &shown,
                     context: shared.query.context,
                     pending_before: Vec::new(),
                     hits: Vec::new(),
+                    after_line,
+                    keep: shared.query.max + 1,
+                    deadline: shared.query.deadline,
                 };
                 let mut searcher = lock(&searchers).pop().unwrap_or_else(new_searcher);
                 let searched = searcher.search_file(m, &file, &mut sink);
@@ -337,7 +372,7 @@ pub fn search(bases: &[Authorized<Resolved>], query: &Query) -> Result<Searched,
                     // A line longer than the buffer allows: what matched before it stands.
                     long_lines.fetch_add(1, Ordering::Relaxed);
                 }
-                if !sink.hits.is_empty() {
+                if !sink.hits.is_empty() && admit(found.path) {
                     shared.offer(sink.hits);
                 }
             }
@@ -444,7 +479,8 @@ pub fn expand_glob(
         .root
         .as_deref()
         .ok_or_else(|| ToolError::invalid_input(format!("{}: outside every root", base.given)))?;
-    let found = Mutex::new(Vec::new());
+    // The first `max` matches by name and a count: a glob over a million files holds `max`.
+    let found = Mutex::new((std::collections::BinaryHeap::new(), 0usize));
     let opts = Walk {
         skip_hidden: true,
         ignore_files: true,
@@ -455,19 +491,21 @@ pub fn expand_glob(
     let walked = walk::walk(root, &base.path, &opts, &|f: &Found<'_>| {
         let rel = f.rel.to_string_lossy().replace('\\', "/");
         if matcher.is_match(&rel) {
-            lock(&found).push(rel);
+            let mut found = lock(&found);
+            found.1 += 1;
+            found.0.push(rel);
+            if found.0.len() > max {
+                found.0.pop();
+            }
         }
         Flow::Continue
     })
     .map_err(|e| ToolError::os(format!("{}: cannot list", base.given), &e))?;
-    let mut found = found
+    let (first, total) = found
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    found.sort();
-    let total = found.len();
-    found.truncate(max);
     Ok(Expanded {
-        paths: found,
+        paths: first.into_sorted_vec(),
         total,
         timed_out: walked.timed_out,
         unreadable: (walked.unreadable, walked.first_error),
