@@ -235,6 +235,7 @@ fn main() {
             .iter()
             .filter_map(|d| d.split('<').next()?.parse().ok())
             .collect();
+        #[cfg(unix)]
         let _ = rustix::process::kill_process(
             rustix::process::Pid::from_raw(pid as i32).unwrap(),
             rustix::process::Signal::TERM,
