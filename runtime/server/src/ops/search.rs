@@ -366,11 +366,21 @@ pub fn search(
                     deadline: shared.query.deadline,
                 };
                 let mut searcher = lock(&searchers).pop().unwrap_or_else(new_searcher);
-                let searched = searcher.search_file(m, &file, &mut sink);
+                let reader = UntilDeadline {
+                    inner: file,
+                    deadline: shared.query.deadline,
+                };
+                let searched = searcher.search_reader(m, reader, &mut sink);
                 lock(&searchers).push(searcher);
-                if searched.is_err() {
+                match searched {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                        shared.timed_out.store(true, Ordering::Relaxed);
+                    }
                     // A line longer than the buffer allows: what matched before it stands.
-                    long_lines.fetch_add(1, Ordering::Relaxed);
+                    Err(_) => {
+                        long_lines.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 if !sink.hits.is_empty() && admit(found.path) {
                     shared.offer(sink.hits);
@@ -415,6 +425,25 @@ pub fn search(
             .into_inner()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     })
+}
+
+/// A file read that fails once the search's deadline has passed: one enormous file cannot
+/// keep a call past its time budget.
+struct UntilDeadline<R> {
+    inner: R,
+    deadline: Instant,
+}
+
+impl<R: std::io::Read> std::io::Read for UntilDeadline<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if Instant::now() > self.deadline {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the search's time budget ran out",
+            ));
+        }
+        self.inner.read(buf)
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
