@@ -545,6 +545,28 @@ pub fn expand_glob(
 mod tests {
     use super::*;
 
+    /// A read past the deadline fails with `TimedOut` (what `find` reports as its time budget
+    /// running out); before it, the bytes come through.
+    #[test]
+    fn reads_stop_at_the_deadline() {
+        use std::io::Read as _;
+        let mut buf = [0u8; 4];
+        let mut live = UntilDeadline {
+            inner: &b"abcd"[..],
+            deadline: Instant::now() + std::time::Duration::from_secs(60),
+        };
+        assert_eq!(live.read(&mut buf).unwrap(), 4);
+        let mut late = UntilDeadline {
+            inner: &b"abcd"[..],
+            deadline: Instant::now(),
+        };
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert_eq!(
+            late.read(&mut buf).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::TimedOut)
+        );
+    }
+
     #[test]
     fn globs_split_at_their_first_wild_component() {
         assert_eq!(split_glob("src/**/*.rs"), ("src".into(), "**/*.rs".into()));
