@@ -8,13 +8,7 @@ use crate::support::{Sandbox, call, gantry, stdio_client, text};
 
 /// The server's peak resident memory so far, in MiB (Linux).
 fn peak_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kb / 1024
+    crate::support::proc_status(pid, "VmHWM:") / 1024
 }
 
 /// Writes `mib` MiB of `x` with no newline at all.

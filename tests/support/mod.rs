@@ -205,10 +205,7 @@ impl HttpServer {
     }
 
     pub async fn client(&self, connector: &str) -> RunningService<RoleClient, ()> {
-        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(
-            self.url(connector).to_string(),
-        );
-        ().serve(transport).await.unwrap()
+        http_client(self.url(connector)).await
     }
 }
 
@@ -259,4 +256,21 @@ pub fn declared_fresh_linux_tools(connector: &str) -> Vec<String> {
         .filter(|t| !t.unpublished_when.iter().any(|p| on(p)))
         .map(|t| t.name.clone())
         .collect()
+}
+
+/// A field of `/proc/<pid>/status` in kB (`VmHWM:`, `VmRSS:`) or as a count (`Threads:`); 0
+/// when it cannot be read (Linux only).
+pub fn proc_status(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A real MCP client (rmcp) on a Streamable HTTP endpoint.
+pub async fn http_client(url: &str) -> RunningService<RoleClient, ()> {
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_string());
+    ().serve(transport).await.unwrap()
 }

@@ -387,7 +387,7 @@ fn read_one(
             }
         },
     };
-    let entries = match imp::entries(&dir, &job.path) {
+    let entries = match entries(&dir, &job.path) {
         Ok(entries) => entries,
         Err(e) => {
             queue.failed(&e, &job.path, base);
@@ -503,6 +503,14 @@ pub fn list(root: &Path, path: &Path, max: usize) -> io::Result<(Vec<Listed>, us
     Ok((out, total))
 }
 
+/// The entries of a directory (without `.` and `..`), with their type when the file system
+/// says it.
+fn entries(dir: &imp::Handle, path: &Path) -> io::Result<Vec<(OsString, Option<imp::Kind>)>> {
+    let mut out = Vec::new();
+    imp::each_entry(dir, path, &mut |name, kind| out.push((name, kind)))?;
+    Ok(out)
+}
+
 #[cfg(unix)]
 mod imp {
     use std::os::fd::OwnedFd;
@@ -563,12 +571,6 @@ mod imp {
 
     /// The entries of a directory (without `.` and `..`), with their type when the file
     /// system says it.
-    pub fn entries(dir: &Handle, path: &Path) -> io::Result<Vec<(OsString, Option<Kind>)>> {
-        let mut out = Vec::new();
-        each_entry(dir, path, &mut |name, kind| out.push((name, kind)))?;
-        Ok(out)
-    }
-
     /// Calls `f` with each entry of a directory (without `.` and `..`) as it is read.
     pub fn each_entry(
         dir: &Handle,
@@ -689,12 +691,6 @@ mod imp {
 
     pub fn exists(parent: &Handle, name: &str) -> bool {
         std::fs::symlink_metadata(parent.join(name)).is_ok()
-    }
-
-    pub fn entries(dir: &Handle, path: &Path) -> io::Result<Vec<(OsString, Option<Kind>)>> {
-        let mut out = Vec::new();
-        each_entry(dir, path, &mut |name, kind| out.push((name, kind)))?;
-        Ok(out)
     }
 
     pub fn each_entry(

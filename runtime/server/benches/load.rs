@@ -11,22 +11,17 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
 
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use support::{Sandbox, gantry, http_server};
+use support::{Sandbox, gantry, http_client as client, http_server};
 
 const CLIENTS: usize = 200;
 const CALLS: usize = 50;
-
-async fn client(url: &str) -> RunningService<RoleClient, ()> {
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_string());
-    ().serve(transport).await.unwrap()
-}
 
 async fn read(client: &RunningService<RoleClient, ()>) -> Result<Duration, String> {
     let args = serde_json::json!({ "paths": ["1k.txt"] });

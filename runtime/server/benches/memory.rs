@@ -16,34 +16,22 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use support::{HttpServer, Sandbox, gantry, http_server};
+use support::{HttpServer, Sandbox, gantry, http_client as client, http_server};
 
 /// The ceiling the README states for the whole server process.
 const CEILING_MIB: u64 = 1024;
 const CONCURRENT: usize = 256;
 
 fn peak_mib(server: &HttpServer) -> u64 {
-    let pid = server.child.id().unwrap();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap()
-        / 1024
-}
-
-async fn client(url: &str) -> RunningService<RoleClient, ()> {
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_string());
-    ().serve(transport).await.unwrap()
+    support::proc_status(server.child.id().unwrap(), "VmHWM:") / 1024
 }
 
 async fn call(c: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> String {

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 #[path = "../../../tests/support/mod.rs"]
@@ -32,15 +32,6 @@ struct Sample {
     fds: usize,
     threads: u64,
     children: usize,
-}
-
-fn status_field(pid: u32, name: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(name))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// Every live descendant of `pid`.
@@ -89,9 +80,9 @@ fn descendant_list(pid: u32) -> Vec<String> {
 
 fn sample(pid: u32) -> Sample {
     Sample {
-        rss_mib: status_field(pid, "VmRSS:") / 1024,
+        rss_mib: support::proc_status(pid, "VmRSS:") / 1024,
         fds: std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count),
-        threads: status_field(pid, "Threads:"),
+        threads: support::proc_status(pid, "Threads:"),
         children: descendants(pid),
     }
 }
@@ -122,12 +113,7 @@ async fn client(
     calls: Arc<AtomicUsize>,
     errors: Arc<AtomicUsize>,
 ) {
-    let c = ()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            url.to_string(),
-        ))
-        .await
-        .unwrap();
+    let c = support::http_client(&url).await;
     let mine = format!("c{n}.txt");
     let mut i: u64 = 0;
     while !stop.load(Ordering::Relaxed) {
