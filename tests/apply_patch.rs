@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::support::{Sandbox, call, is_error, text};
+use crate::support::{Sandbox, call, facts, is_error, text};
 use serde_json::json;
 
 fn scenarios_dir() -> PathBuf {
@@ -146,6 +146,11 @@ async fn a_failing_hunk_writes_nothing_and_shows_the_nearest_region() {
         text(&result),
         "PATCH_MISMATCH: src/lib.rs: chunk 1 (patch line 9): could not find the expected lines\nexpected:\n  |fn two() {\n  |    3\n  |}\nnearest candidate, lines 5-7:\n  |fn two() {\n  |    2\n  |}; nothing was written"
     );
+    // Programs read the error's code in `_meta`.
+    assert_eq!(
+        result.meta.as_ref().map(|m| m.0["gantry/error"].clone()),
+        Some(json!({ "code": "PATCH_MISMATCH" }))
+    );
     assert_eq!(tree(&sb.root()), before, "nothing may change");
     client.cancel().await.unwrap();
 }
@@ -172,10 +177,12 @@ async fn each_operation_needs_its_own_permission() {
     let patch = "*** Begin Patch\n*** Update File: edit.txt\n@@\n-e\n+E\n*** End Patch";
     let result = call(&client, "apply_patch", json!({ "patch": patch })).await;
     assert!(!is_error(&result), "{}", text(&result));
+    assert_eq!(result.structured_content, None);
     assert_eq!(
-        result.structured_content.clone().unwrap(),
+        facts(&result),
         json!({ "files": [{ "path": "edit.txt", "op": "update", "added": 1, "removed": 1 }] })
     );
+    assert_eq!(text(&result), "M edit.txt (+1 -1)\n");
     assert_eq!(
         std::fs::read_to_string(sb.root().join("edit.txt")).unwrap(),
         "E\n"

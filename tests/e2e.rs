@@ -1,6 +1,6 @@
 //! End to end: the real `gantry` binary, a real MCP client (rmcp's), over stdio and HTTP.
 
-use crate::support::{Sandbox, call, declared_fresh_linux_tools, gantry, is_error, text};
+use crate::support::{Sandbox, call, declared_fresh_linux_tools, facts, gantry, is_error, text};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -36,7 +36,7 @@ async fn stdio_tools_list_is_what_the_surface_declares_for_this_platform() {
 }
 
 #[tokio::test]
-async fn stdio_read_returns_structured_content_and_the_same_as_text() {
+async fn stdio_read_returns_the_text_once_and_facts_in_meta() {
     let sb = Sandbox::new();
     sb.write("notes/a.txt", "one\ntwo\n");
     let client = sb.stdio(&[]).await;
@@ -47,21 +47,31 @@ async fn stdio_read_returns_structured_content_and_the_same_as_text() {
     )
     .await;
     assert!(!is_error(&result), "{}", text(&result));
-    let structured = result.structured_content.clone().unwrap();
-    assert_eq!(structured["entries"][0]["text"], "one\ntwo\n");
-    assert_eq!(structured["entries"][0]["total_lines"], 2);
-    assert_eq!(structured["entries"][1]["kind"], "directory");
-    assert_eq!(structured["entries"][1]["entries"][0]["name"], "a.txt");
-    // The same result as plain text (as exec_command does): the file verbatim under a header,
-    // the listing one entry a line.
+    // No structured copy: the model reads the file once, in the text block.
+    assert_eq!(result.structured_content, None);
+    let f = facts(&result);
+    assert_eq!(f["entries"][0]["kind"], "text", "{f}");
+    assert_eq!(f["entries"][0]["total_lines"], 2);
+    assert_eq!(f["entries"][0].get("text"), None, "{f}");
+    assert_eq!(f["entries"][1]["kind"], "directory");
+    assert_eq!(f["entries"][1]["entries"], 1);
+    assert_eq!(f["truncated"], false);
+    // The file verbatim under a header, the listing one entry a line: name, size, mtime.
+    let mtime = std::fs::metadata(sb.root().join("notes/a.txt"))
+        .unwrap()
+        .modified()
+        .unwrap();
     let t = text(&result);
-    assert!(
-        t.starts_with(
-            "==> notes/a.txt (lines 1-2 of 2) <==\none\ntwo\n==> notes/ (directory) <==\nfile "
-        ),
-        "{t}"
+    assert_eq!(
+        t,
+        format!(
+            "==> notes/a.txt (lines 1-2 of 2) <==\none\ntwo\n==> notes/ (directory) <==\na.txt  8  {}\n",
+            humantime::format_rfc3339_seconds(mtime)
+        )
     );
-    assert!(t.ends_with("  a.txt\n"), "{t}");
+    assert_eq!(t.matches("one\ntwo\n").count(), 1, "{t}");
+    // Only the one text block: no JSON copy of the file after it.
+    assert_eq!(result.content.len(), 1, "{:?}", result.content);
     client.cancel().await.unwrap();
 }
 
@@ -81,6 +91,10 @@ async fn bad_arguments_are_refused_naming_the_field() {
         (
             json!({}),
             "INVALID_INPUT: give at least one of `paths`, `ranges`",
+        ),
+        (
+            json!({ "paths": [], "ranges": [] }),
+            "INVALID_INPUT: give at least one path in `paths` or `ranges`",
         ),
         (
             json!({ "ranges": [{ "path": "a", "start_line": 0 }] }),
@@ -208,15 +222,15 @@ async fn a_denied_call_has_no_side_effect() {
     });
     let client = sb.stdio(&[]).await;
     let result = call(&client, "read", json!({ "paths": ["pipe"] })).await;
-    let entry = &result.structured_content.clone().unwrap()["entries"][0];
+    let entry = &facts(&result)["entries"][0];
     assert_eq!(entry["error_code"], "PATH_NOT_ALLOWED", "{entry}");
+    let shown = text(&result);
     assert!(
-        entry["note"]
-            .as_str()
-            .unwrap()
-            .contains("policy `path.no_special_files`"),
-        "{entry}"
+        shown.starts_with("==> pipe (error: PATH_NOT_ALLOWED) <==\n["),
+        "{shown}"
     );
+    assert!(shown.contains("policy `path.no_special_files`"), "{shown}");
+    assert!(is_error(&result), "the only path failed: {shown}");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(
         !opened.load(std::sync::atomic::Ordering::SeqCst),
@@ -256,10 +270,8 @@ async fn http_serves_core_statelessly_with_the_same_surface() {
         .collect();
     assert_eq!(names, declared_fresh_linux_tools("core"));
     let result = call(&client, "read", json!({ "paths": ["a.txt"] })).await;
-    assert_eq!(
-        result.structured_content.clone().unwrap()["entries"][0]["text"],
-        "over http\n"
-    );
+    assert_eq!(text(&result), "==> a.txt (lines 1-1 of 1) <==\nover http\n");
+    assert_eq!(facts(&result)["entries"][0]["total_lines"], 1);
     // A desktop tool is unknown on the core endpoint, whatever the client sends.
     let result = call(&client, "observe", json!({})).await;
     assert!(
@@ -286,9 +298,14 @@ async fn http_serves_core_statelessly_with_the_same_surface() {
     let called = post(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","arguments":{"paths":["a.txt"]}}})).await.unwrap();
     let body: serde_json::Value = called.json().await.unwrap();
     assert_eq!(
-        body["result"]["structuredContent"]["entries"][0]["text"],
-        "over http\n"
+        body["result"]["content"][0]["text"], "==> a.txt (lines 1-1 of 1) <==\nover http\n",
+        "{body}"
     );
+    assert_eq!(
+        body["result"]["_meta"]["gantry/result"]["entries"][0]["kind"], "text",
+        "{body}"
+    );
+    assert_eq!(body["result"].get("structuredContent"), None, "{body}");
 }
 
 #[tokio::test]
@@ -388,6 +405,9 @@ async fn editing_the_config_changes_permissions_live_and_a_broken_config_fails_c
     client.cancel().await.unwrap();
 }
 
+/// What `read` of `a.txt` holding `alpha` shows.
+const READ_A: &str = "==> a.txt (lines 1-1 of 1) <==\nalpha\n";
+
 /// Lines a host would send: handshake, then one `read`.
 fn scripted_session(file: &str) -> String {
     [
@@ -442,10 +462,7 @@ fn stdio_works_when_stdin_is_a_file_or_stderr_shares_the_stdout_pipe() {
         String::from_utf8_lossy(&out.stderr)
     );
     let reply = read_reply(&out.stdout);
-    assert_eq!(
-        reply["result"]["structuredContent"]["entries"][0]["text"],
-        "alpha\n"
-    );
+    assert_eq!(reply["result"]["content"][0]["text"], READ_A, "{reply}");
 
     // stdout and stderr one pipe (`2>&1`), with logs on: still one JSON message a line, and the
     // log lines intact beside them.
@@ -464,10 +481,7 @@ fn stdio_works_when_stdin_is_a_file_or_stderr_shares_the_stdout_pipe() {
     let out = feed(child, &scripted_session("a.txt"));
     assert!(out.status.success());
     let reply = read_reply(&out.stdout);
-    assert_eq!(
-        reply["result"]["structuredContent"]["entries"][0]["text"],
-        "alpha\n"
-    );
+    assert_eq!(reply["result"]["content"][0]["text"], READ_A, "{reply}");
     let all = String::from_utf8_lossy(&out.stdout);
     assert!(all.contains("DEBUG"), "{all}");
     assert!(!all.contains("pipes polled by the reactor"), "{all}");
@@ -485,10 +499,7 @@ fn stdio_works_when_stdin_is_a_file_or_stderr_shares_the_stdout_pipe() {
         .unwrap();
     let out = feed(child, &scripted_session("a.txt"));
     let reply = read_reply(&out.stdout);
-    assert_eq!(
-        reply["result"]["structuredContent"]["entries"][0]["text"],
-        "alpha\n"
-    );
+    assert_eq!(reply["result"]["content"][0]["text"], READ_A, "{reply}");
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("pipes polled by the reactor"), "{log}");
 }
@@ -536,10 +547,7 @@ fn stdio_hands_its_pipes_back_in_blocking_mode() {
     let mut stdout = Vec::new();
     std::io::Read::read_to_end(&mut std::fs::File::from(out_r), &mut stdout).unwrap();
     let reply = read_reply(&stdout);
-    assert_eq!(
-        reply["result"]["structuredContent"]["entries"][0]["text"],
-        "alpha\n"
-    );
+    assert_eq!(reply["result"]["content"][0]["text"], READ_A, "{reply}");
 }
 
 /// With no root given, gantry serves the directory it started in, unless that is the whole

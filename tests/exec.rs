@@ -3,11 +3,28 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Sandbox, call, is_error, text};
+use crate::support::{Sandbox, call, facts, is_error, text};
+use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
-fn structured(result: &rmcp::model::CallToolResult) -> Value {
-    result.structured_content.clone().unwrap_or(Value::Null)
+/// The command's output: everything after the text's first `Output:` line.
+fn output(result: &CallToolResult) -> String {
+    let t = text(result);
+    match t.split_once("\nOutput:\n") {
+        Some((_, out)) => out.to_string(),
+        None => panic!("no `Output:` line in {t:?}"),
+    }
+}
+
+/// The `Note: ` lines of the text's header (before `Output:`), without the prefix.
+fn notes(result: &CallToolResult) -> Vec<String> {
+    let t = text(result);
+    let header = t.split_once("\nOutput:\n").map_or(t.as_str(), |(h, _)| h);
+    header
+        .lines()
+        .filter_map(|l| l.strip_prefix("Note: "))
+        .map(str::to_string)
+        .collect()
 }
 
 /// Live (non-zombie) processes whose command line contains `marker`.
@@ -38,20 +55,22 @@ async fn gone(marker: &str) {
 }
 
 #[tokio::test]
-async fn a_command_returns_output_and_exit_code_as_structure_and_text() {
+async fn a_command_returns_output_and_exit_code_as_text_and_facts() {
     let sb = Sandbox::new();
     let client = sb.stdio(&[]).await;
     let r = call(&client, "exec_command", json!({ "cmd": "echo hi; exit 4" })).await;
     assert!(!is_error(&r), "{}", text(&r));
-    let s = structured(&r);
+    assert_eq!(r.structured_content, None);
+    let f = facts(&r);
     assert_eq!(
         (
-            s["output"].as_str(),
-            s["exit_code"].as_i64(),
-            s.get("session_id")
+            output(&r).as_str(),
+            f["exit_code"].as_i64(),
+            f.get("session_id")
         ),
-        (Some("hi\n"), Some(4), None)
+        ("hi\n", Some(4), None)
     );
+    assert_eq!((f.get("output"), f.get("note")), (None, None), "{f}");
     assert!(text(&r).starts_with("Wall time: "), "{}", text(&r));
     assert!(
         text(&r).contains("\nProcess exited with code 4\nOutput:\nhi\n"),
@@ -61,7 +80,7 @@ async fn a_command_returns_output_and_exit_code_as_structure_and_text() {
     // The first root is the default start directory.
     let r = call(&client, "exec_command", json!({ "cmd": "pwd" })).await;
     assert_eq!(
-        structured(&r)["output"],
+        output(&r),
         format!("{}\n", sb.root().canonicalize().unwrap().display())
     );
     client.cancel().await.unwrap();
@@ -77,9 +96,8 @@ async fn an_interactive_program_is_answered_through_write_stdin() {
         json!({ "cmd": "printf 'name? '; read n; echo \"hello $n\"", "yield_time_ms": 300 }),
     )
     .await;
-    let s = structured(&r);
-    let id = s["session_id"].as_i64().expect("waits for input");
-    assert_eq!(s["output"], "name? ");
+    let id = facts(&r)["session_id"].as_i64().expect("waits for input");
+    assert_eq!(output(&r), "name? ");
     assert!(text(&r).contains(&format!("Process running with session ID {id}")));
     let r = call(
         &client,
@@ -87,9 +105,8 @@ async fn an_interactive_program_is_answered_through_write_stdin() {
         json!({ "session_id": id, "chars": "gantry\n", "yield_time_ms": 5000 }),
     )
     .await;
-    let s = structured(&r);
-    assert_eq!(s["output"], "gantry\nhello gantry\n");
-    assert_eq!(s["exit_code"], 0);
+    assert_eq!(output(&r), "gantry\nhello gantry\n");
+    assert_eq!(facts(&r)["exit_code"], 0);
     let r = call(
         &client,
         "write_stdin",
@@ -115,7 +132,7 @@ async fn an_empty_poll_returns_early_on_output_and_keeps_the_rest_buffered() {
         json!({ "cmd": "sleep 0.4; echo one; sleep 1.5; echo two", "yield_time_ms": 250 }),
     )
     .await;
-    let id = structured(&r)["session_id"].as_i64().unwrap();
+    let id = facts(&r)["session_id"].as_i64().unwrap();
     let started = Instant::now();
     let r = call(
         &client,
@@ -123,7 +140,7 @@ async fn an_empty_poll_returns_early_on_output_and_keeps_the_rest_buffered() {
         json!({ "session_id": id, "yield_time_ms": 20000 }),
     )
     .await;
-    assert_eq!(structured(&r)["output"], "one\n");
+    assert_eq!(output(&r), "one\n");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "the poll waited {:?}",
@@ -135,7 +152,7 @@ async fn an_empty_poll_returns_early_on_output_and_keeps_the_rest_buffered() {
         json!({ "session_id": id, "yield_time_ms": 20000 }),
     )
     .await;
-    assert_eq!(structured(&r)["output"], "two\n");
+    assert_eq!(output(&r), "two\n");
     client.cancel().await.unwrap();
 }
 
@@ -144,13 +161,13 @@ async fn a_batch_keeps_going_past_a_failing_item_and_reports_each() {
     let sb = Sandbox::new();
     let client = sb.stdio(&[]).await;
     let r = call(&client, "exec_command", json!({ "cmds": ["cd /tmp && V=7", "echo \"v=$V in $(pwd)\"; ls /nonexistent-gantry", "echo last"] })).await;
-    let s = structured(&r);
+    let s = facts(&r);
     assert_eq!(
         s["items"],
         json!([{ "index": 1, "exit_code": 0 }, { "index": 2, "exit_code": 2 }, { "index": 3, "exit_code": 0 }])
     );
     assert_eq!(s["exit_code"], 2, "the first non-zero item");
-    let out = s["output"].as_str().unwrap();
+    let out = output(&r);
     assert!(out.starts_with("$ cd /tmp && V=7\n[exit 0]\n$ echo \"v=$V in $(pwd)\"; ls /nonexistent-gantry\nv=7 in /tmp\n"), "{out}");
     assert!(
         out.ends_with("[exit 2]\n$ echo last\nlast\n[exit 0]\n"),
@@ -164,7 +181,7 @@ async fn control_characters_and_invalid_utf8_come_back_clean() {
     let sb = Sandbox::new();
     let client = sb.stdio(&[]).await;
     let r = call(&client, "exec_command", json!({ "cmd": "printf '\\033[1;32mok\\033[0m \\377\\376 \\a\\033]0;title\\007done\\r\\n'" })).await;
-    assert_eq!(structured(&r)["output"], "ok \u{fffd}\u{fffd} done\n");
+    assert_eq!(output(&r), "ok \u{fffd}\u{fffd} done\n");
     client.cancel().await.unwrap();
 }
 
@@ -175,14 +192,33 @@ async fn fifty_megabytes_of_output_stay_bounded_in_memory_with_a_private_spill_f
     let pid = server.child.id().unwrap();
     let client = server.client("core").await;
     let r = call(&client, "exec_command", json!({ "cmd": "head -c 50000000 /dev/zero | tr '\\0' 'y'; echo; echo END", "yield_time_ms": 30000, "max_output_tokens": 1000 })).await;
-    let s = structured(&r);
+    let s = facts(&r);
     assert_eq!(s["exit_code"], 0, "{}", text(&r));
     assert_eq!(s["truncated"], true);
     assert_eq!(s["total_bytes"], 50_000_005);
     assert_eq!(s["output_file_cut"], true);
-    assert!(s["output"].as_str().unwrap().ends_with("\nEND\n"));
-    assert!(s["output"].as_str().unwrap().len() < 4300);
+    let out = output(&r);
+    assert!(out.ends_with("\nEND\n"), "{out}");
+    assert!(out.len() < 4300, "{} bytes shown", out.len());
     let file = std::path::PathBuf::from(s["output_file"].as_str().unwrap());
+    // The marker names the omitted part and the one call that shows it, from the spill file.
+    let marker = out
+        .lines()
+        .find(|l| l.starts_with("[… "))
+        .unwrap_or_default();
+    assert!(
+        marker.contains(
+            " of 50000005 bytes omitted (lines 1-1 of 2); to see them: exec_command `sed -n '1,1p' "
+        ) && marker.ends_with(&format!("{}` …]", file.display())),
+        "{marker}"
+    );
+    // A spill file cut at its cap says so; its name is in the marker, not in a note.
+    assert_eq!(
+        notes(&r),
+        ["the spill file stopped at 16777216 bytes; the output's end is not kept"],
+        "{}",
+        text(&r)
+    );
     assert!(
         file.starts_with(sb.path("state").join("spill")),
         "{}",
@@ -214,7 +250,7 @@ async fn an_idle_session_is_ended_with_its_detached_grandchild() {
     let client = sb.stdio(&[]).await;
     let marker = "401.0731";
     let r = call(&client, "exec_command", json!({ "cmd": format!("setsid sleep {marker} & nohup sleep {marker} >/dev/null 2>&1 & sleep {marker}"), "yield_time_ms": 500 })).await;
-    assert!(structured(&r)["session_id"].is_i64(), "{}", text(&r));
+    assert!(facts(&r)["session_id"].is_i64(), "{}", text(&r));
     assert!(alive_with(marker).len() >= 3, "{:?}", alive_with(marker));
     // The reaper runs every 5 s; the session has been idle for 1 s by then.
     tokio::time::sleep(Duration::from_secs(7)).await;
@@ -228,21 +264,21 @@ async fn kill_ends_the_tree_and_reports_the_final_state() {
     let client = sb.stdio(&[]).await;
     let marker = "402.0731";
     let r = call(&client, "exec_command", json!({ "cmd": format!("echo up; setsid sleep {marker} & sleep {marker}"), "yield_time_ms": 500 })).await;
-    let id = structured(&r)["session_id"].as_i64().unwrap();
+    let id = facts(&r)["session_id"].as_i64().unwrap();
     let r = call(
         &client,
         "write_stdin",
         json!({ "session_id": id, "kill": true }),
     )
     .await;
-    let s = structured(&r);
     // Hung up first (128 + SIGHUP), as a closed terminal would; SIGKILL only after a grace.
-    assert_eq!(s["exit_code"], 129, "{}", text(&r));
+    assert_eq!(facts(&r)["exit_code"], 129, "{}", text(&r));
     assert!(
-        s["note"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("session {id} and its process tree were ended"))
+        notes(&r)
+            .iter()
+            .any(|n| n.contains(&format!("session {id} and its process tree were ended"))),
+        "{}",
+        text(&r)
     );
     gone(marker).await;
     client.cancel().await.unwrap();
@@ -261,11 +297,7 @@ async fn sixty_four_sessions_then_the_oldest_idle_one_makes_room() {
             json!({ "cmd": format!("sleep {marker}"), "yield_time_ms": 250 }),
         )
         .await;
-        ids.push(
-            structured(&r)["session_id"]
-                .as_i64()
-                .expect("a live session"),
-        );
+        ids.push(facts(&r)["session_id"].as_i64().expect("a live session"));
     }
     let r = call(
         &client,
@@ -273,7 +305,7 @@ async fn sixty_four_sessions_then_the_oldest_idle_one_makes_room() {
         json!({ "cmd": format!("sleep {marker}"), "yield_time_ms": 250 }),
     )
     .await;
-    let note = structured(&r)["note"].as_str().unwrap().to_string();
+    let note = notes(&r).join("; ");
     assert!(
         note.starts_with(&format!("session {} (idle ", ids[0])),
         "{note}"
@@ -393,7 +425,7 @@ async fn the_desktop_session_stays_out_of_reach_without_desktop_permissions() {
         json!({ "cmd": "echo \"display=${DISPLAY:-none} xauth=${XAUTHORITY:-none}\"" }),
     )
     .await;
-    assert_eq!(structured(&r)["output"], "display=none xauth=none\n");
+    assert_eq!(output(&r), "display=none xauth=none\n");
     let r = call(
         &client,
         "exec_command",
@@ -410,7 +442,7 @@ async fn the_desktop_session_stays_out_of_reach_without_desktop_permissions() {
         json!({ "cmd": "echo \"$GREETING\"", "env": { "GREETING": "hello" } }),
     )
     .await;
-    assert_eq!(structured(&r)["output"], "hello\n");
+    assert_eq!(output(&r), "hello\n");
     client.cancel().await.unwrap();
 }
 
@@ -516,9 +548,7 @@ async fn the_audit_log_shows_decisions_targets_and_policies() {
         json!({ "cmd": "cat", "yield_time_ms": 250 }),
     )
     .await;
-    let id = r.structured_content.clone().unwrap()["session_id"]
-        .as_i64()
-        .unwrap();
+    let id = facts(&r)["session_id"].as_i64().unwrap();
     call(
         &client,
         "write_stdin",

@@ -11,7 +11,7 @@ use std::time::Duration;
 use rustix::process::{Pid, Resource, Rlimit, Signal, kill_process, prlimit};
 use serde_json::json;
 
-use crate::support::{Sandbox, call, gantry, stdio_client, text};
+use crate::support::{Sandbox, call, facts, gantry, is_error, stdio_client, text};
 
 const LINES: usize = 400_000;
 
@@ -168,7 +168,7 @@ async fn a_full_disk_is_a_clean_error_and_nothing_is_torn() {
     assert_eq!(temp_files(&small), Vec::<String>::new());
     // And the server goes on.
     let r = call(&client, "read", json!({ "paths": ["small/a.txt"] })).await;
-    assert!(text(&r).contains("one"), "{}", text(&r));
+    assert_eq!(text(&r), "==> small/a.txt (lines 1-1 of 1) <==\none\n");
     client.cancel().await.unwrap();
     unmount(&small);
 }
@@ -205,7 +205,7 @@ async fn out_of_descriptors_is_a_clean_error_and_the_server_recovers() {
     sb.write("a.txt", "hello\n");
     let (pid, client) = stdio_client(sb.serve(Path::new(gantry()), &["--stdio"])).await;
     let r = call(&client, "read", json!({ "paths": ["a.txt"] })).await;
-    assert!(text(&r).contains("hello"), "{}", text(&r));
+    assert_eq!(text(&r), "==> a.txt (lines 1-1 of 1) <==\nhello\n");
     let pid = Pid::from_raw(pid as i32).unwrap();
     let held = std::fs::read_dir(format!("/proc/{}/fd", pid.as_raw_nonzero()))
         .unwrap()
@@ -228,20 +228,20 @@ async fn out_of_descriptors_is_a_clean_error_and_the_server_recovers() {
     )
     .unwrap();
     let r = call(&client, "read", json!({ "paths": ["a.txt"] })).await;
-    let entry = r.structured_content.clone().unwrap()["entries"][0].clone();
+    let entry = facts(&r)["entries"][0].clone();
     assert_eq!(entry["error_code"], "OS_ERROR", "{entry}");
+    let shown = text(&r);
     assert!(
-        entry["note"]
-            .as_str()
-            .unwrap()
-            .contains("Too many open files"),
-        "{entry}"
+        shown.starts_with("==> a.txt (error: OS_ERROR) <==\n["),
+        "{shown}"
     );
+    assert!(shown.contains("Too many open files"), "{shown}");
+    assert!(is_error(&r), "every path failed");
     let r = call(&client, "find", json!({ "query": "hello" })).await;
     assert!(text(&r).starts_with("OS_ERROR: "), "{}", text(&r));
     // Given its descriptors back, it serves again.
     prlimit(Some(pid), Resource::Nofile, was).unwrap();
     let r = call(&client, "read", json!({ "paths": ["a.txt"] })).await;
-    assert!(text(&r).contains("hello"), "{}", text(&r));
+    assert_eq!(text(&r), "==> a.txt (lines 1-1 of 1) <==\nhello\n");
     client.cancel().await.unwrap();
 }

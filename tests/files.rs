@@ -1,11 +1,64 @@
 //! `read`, `view_image` and `find` end to end, through a real MCP client over stdio.
 
-use crate::support::{Sandbox, call, is_error, text};
+use crate::support::{Sandbox, call, facts, is_error, text};
 use base64::Engine as _;
-use serde_json::{Value, json};
+use serde_json::json;
 
-fn structured(result: &rmcp::model::CallToolResult) -> Value {
-    result.structured_content.clone().unwrap_or(Value::Null)
+/// One path's part of `read`'s text: its header line, its body verbatim, its `[note]` lines.
+#[derive(Debug, Default)]
+struct Section {
+    /// The header without `==> ` and ` <==`, e.g. `a.txt (lines 1-2 of 2)`.
+    header: String,
+    body: String,
+    notes: Vec<String>,
+}
+
+/// `read`'s text cut into its sections; notes after the last one (the call's own) stay with
+/// it. A note is a trailing line in brackets, which the files these tests read never hold.
+fn sections(result: &rmcp::model::CallToolResult) -> Vec<Section> {
+    let mut out: Vec<Section> = Vec::new();
+    for line in text(result).split_inclusive('\n') {
+        let bare = line.strip_suffix('\n').unwrap_or(line);
+        if let Some(h) = bare
+            .strip_prefix("==> ")
+            .and_then(|h| h.strip_suffix(" <=="))
+        {
+            out.push(Section {
+                header: h.to_string(),
+                ..Section::default()
+            });
+        } else {
+            let s = out.last_mut().expect("text before the first header");
+            s.body.push_str(line);
+        }
+    }
+    for s in &mut out {
+        while let Some(last) = s
+            .body
+            .strip_suffix('\n')
+            .and_then(|b| b.rsplit('\n').next())
+            && last.starts_with('[')
+            && last.ends_with(']')
+        {
+            s.notes.insert(0, last[1..last.len() - 1].to_string());
+            let cut = s.body.len() - last.len() - 1;
+            s.body.truncate(cut);
+        }
+    }
+    out
+}
+
+/// `path:line` of each match line in `find`'s grep-style text.
+fn match_lines(result: &rmcp::model::CallToolResult) -> Vec<String> {
+    text(result)
+        .lines()
+        .filter(|l| !l.starts_with('['))
+        .filter_map(|l| {
+            let (path, rest) = l.split_once(':')?;
+            let (line, _) = rest.split_once(": ")?;
+            Some(format!("{path}:{line}"))
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -17,22 +70,26 @@ async fn read_batches_paths_ranges_and_directories() {
     std::fs::create_dir_all(sb.root().join("dir/sub")).unwrap();
     let client = sb.stdio(&[]).await;
     let r = call(&client, "read", json!({ "paths": ["dir"], "ranges": [{ "path": "b.txt", "start_line": 2, "end_line": 3 }, { "path": "b.txt", "start_line": 4 }] })).await;
-    let s = structured(&r);
-    let names: Vec<&str> = s["entries"][0]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
+    let s = facts(&r);
+    let parts = sections(&r);
+    assert_eq!(parts[0].header, "dir/ (directory)");
+    assert_eq!(s["entries"][0]["kind"], "directory");
+    assert_eq!(s["entries"][0]["entries"], 3);
+    // One entry a line: `name/` for a directory, then size (files) and mtime.
+    let listing: Vec<Vec<&str>> = parts[0]
+        .body
+        .lines()
+        .map(|l| l.split("  ").collect())
         .collect();
-    assert_eq!(names, ["a.txt", "sub", "z.txt"]);
-    assert_eq!(s["entries"][0]["entries"][1]["kind"], "dir");
-    assert!(
-        s["entries"][0]["entries"][0]["mtime"]
-            .as_str()
-            .unwrap()
-            .ends_with('Z')
-    );
-    assert_eq!(s["entries"][1]["text"], "b2\nb3\n");
+    let names: Vec<&str> = listing.iter().map(|l| l[0]).collect();
+    assert_eq!(names, ["a.txt", "sub/", "z.txt"]);
+    assert_eq!((listing[0][1], listing[2][1]), ("1", "1"), "sizes");
+    assert_eq!(listing[1].len(), 2, "no size for a directory: {listing:?}");
+    for l in &listing {
+        let mtime = l.last().unwrap();
+        assert!(mtime.len() == 20 && mtime.ends_with('Z'), "{l:?}");
+    }
+    assert_eq!(parts[1].body, "b2\nb3\n");
     assert_eq!(
         (
             s["entries"][1]["start_line"].as_i64(),
@@ -40,20 +97,10 @@ async fn read_batches_paths_ranges_and_directories() {
         ),
         (Some(2), Some(3))
     );
-    assert_eq!(s["entries"][2]["text"], "b4\n");
+    assert_eq!(parts[2].body, "b4\n");
     assert_eq!(s["entries"][2]["total_lines"], 4);
-    // The text content says the same in plain text: files verbatim, not escaped in JSON.
+    // Files verbatim, not escaped in JSON.
     let t = text(&r);
-    let listing: Vec<&str> = t.lines().skip(1).take(3).collect();
-    assert!(t.starts_with("==> dir/ (directory) <==\n"), "{t}");
-    assert!(
-        listing[0].starts_with("file ") && listing[0].ends_with("  a.txt"),
-        "{t}"
-    );
-    assert!(
-        listing[1].starts_with("dir ") && listing[1].ends_with("  sub/"),
-        "{t}"
-    );
     assert!(
         t.ends_with("==> b.txt (lines 2-3 of 4) <==\nb2\nb3\n==> b.txt (lines 4-4 of 4) <==\nb4\n"),
         "{t}"
@@ -75,20 +122,24 @@ async fn a_large_file_is_cut_on_a_line_boundary_with_the_line_to_continue_from()
         json!({ "paths": ["big.txt", "small.txt"] }),
     )
     .await;
-    let s = structured(&r);
+    let s = facts(&r);
+    let parts = sections(&r);
     let big = &s["entries"][0];
-    assert_eq!(big["text"].as_str().unwrap().len(), 262_144);
+    assert_eq!(parts[0].body.len(), 262_144);
+    assert_eq!(parts[0].header, "big.txt (lines 1-4096 of 10000)");
     assert_eq!(big["next_start_line"], 4097);
     assert_eq!(big["total_lines"], 10_000);
     assert_eq!(
-        big["note"],
-        "cut at the 256 KB per-file cap; continue with start_line 4097"
+        parts[0].notes,
+        [
+            "cut at the 256 KB per-file cap; read on with ranges [{\"path\": \"big.txt\", \"start_line\": 4097}]"
+        ]
     );
-    assert_eq!(s["entries"][1]["text"], "tiny\n");
+    assert_eq!(parts[1].body, "tiny\n");
     assert_eq!(s["truncated"], true);
     assert!(
         text(&r).ends_with(
-            "\n[cut at the 256 KB per-file cap; continue with start_line 4097]\n==> small.txt (lines 1-1 of 1) <==\ntiny\n"
+            "\n[cut at the 256 KB per-file cap; read on with ranges [{\"path\": \"big.txt\", \"start_line\": 4097}]]\n==> small.txt (lines 1-1 of 1) <==\ntiny\n"
         ),
         "{}",
         &text(&r)[text(&r).len() - 200..]
@@ -100,9 +151,10 @@ async fn a_large_file_is_cut_on_a_line_boundary_with_the_line_to_continue_from()
         json!({ "ranges": [{ "path": "big.txt", "start_line": 4097 }] }),
     )
     .await;
-    let next = &structured(&r)["entries"][0];
+    let next = &facts(&r)["entries"][0];
     assert_eq!(next["start_line"], 4097);
     assert_eq!(next["end_line"], 8192);
+    assert_eq!(sections(&r)[0].body, line.repeat(4096));
     client.cancel().await.unwrap();
 }
 
@@ -120,18 +172,17 @@ async fn the_call_budget_is_shared_between_files() {
         json!({ "paths": ["1.txt", "2.txt", "3.txt"] }),
     )
     .await;
-    let s = structured(&r);
-    let total: usize = s["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["text"].as_str().map_or(0, str::len))
-        .sum();
+    let parts = sections(&r);
+    let total: usize = parts.iter().map(|p| p.body.len()).sum();
     assert!(total <= 524_288, "{total}");
+    assert_eq!(parts[2].body, line.repeat(112));
     assert_eq!(
-        s["entries"][2]["note"],
-        "cut at the call's 512 KB; continue with start_line 113"
+        parts[2].notes,
+        [
+            "cut at the call's 512 KB; read on with ranges [{\"path\": \"3.txt\", \"start_line\": 113}]"
+        ]
     );
+    assert_eq!(facts(&r)["entries"][2]["next_start_line"], 113);
     client.cancel().await.unwrap();
 }
 
@@ -157,17 +208,19 @@ async fn encodings_are_decoded_and_binaries_described() {
         json!({ "paths": ["bom.txt", "utf16.txt", "blob.bin", "latin1.txt"] }),
     )
     .await;
-    let s = structured(&r);
-    assert_eq!(s["entries"][0]["text"], "hello\n");
-    assert_eq!(s["entries"][1]["text"], "héllo\nworld\n");
-    assert_eq!(s["entries"][1]["note"], "decoded from UTF-16");
+    let s = facts(&r);
+    let parts = sections(&r);
+    assert_eq!(parts[0].body, "hello\n");
+    assert_eq!(parts[1].body, "héllo\nworld\n");
+    assert_eq!(parts[1].notes, ["decoded from UTF-16"]);
     assert_eq!(s["entries"][2]["kind"], "binary");
     assert_eq!(s["entries"][2]["size"], 6);
-    assert!(s["entries"][2].get("text").is_none());
+    assert_eq!(parts[2].header, "blob.bin (binary)");
+    assert_eq!(parts[2].body, "", "no text of a binary");
     assert_eq!(s["entries"][3]["kind"], "binary");
     assert_eq!(
-        s["entries"][3]["note"],
-        "binary or non-UTF-8 file, 5 bytes; not shown as text"
+        parts[3].notes,
+        ["binary or non-UTF-8 file, 5 bytes; not shown as text"]
     );
     client.cancel().await.unwrap();
 }
@@ -183,7 +236,7 @@ async fn globs_expand_bounded_and_say_when_they_were_cut() {
     sb.write("src/c.txt", "no");
     let client = sb.stdio(&[]).await;
     let r = call(&client, "read", json!({ "paths": ["src/**/*.rs"] })).await;
-    let paths: Vec<String> = structured(&r)["entries"]
+    let paths: Vec<String> = facts(&r)["entries"]
         .as_array()
         .unwrap()
         .iter()
@@ -191,11 +244,14 @@ async fn globs_expand_bounded_and_say_when_they_were_cut() {
         .collect();
     assert_eq!(paths, ["src/a.rs", "src/deep/b.rs"]);
     let r = call(&client, "read", json!({ "paths": ["many/*.txt"] })).await;
-    let s = structured(&r);
+    let s = facts(&r);
     assert_eq!(s["entries"].as_array().unwrap().len(), 200);
-    assert_eq!(
-        s["note"],
-        "`many/*.txt` matched 250 files; the first 200 (by name) are read"
+    assert_eq!(sections(&r).len(), 200);
+    assert!(
+        text(&r)
+            .ends_with("\n[`many/*.txt` matched 250 files; the first 200 (by name) are read]\n"),
+        "{}",
+        text(&r)
     );
     assert_eq!(s["truncated"], true);
     let r = call(
@@ -204,11 +260,11 @@ async fn globs_expand_bounded_and_say_when_they_were_cut() {
         json!({ "paths": ["nothing/*.x", "*.none"] }),
     )
     .await;
-    assert_eq!(structured(&r)["entries"][0]["error_code"], "NOT_FOUND");
-    assert_eq!(
-        structured(&r)["entries"][1]["note"],
-        "*.none: the glob matched no file"
-    );
+    assert_eq!(facts(&r)["entries"][0]["error_code"], "NOT_FOUND");
+    let parts = sections(&r);
+    assert_eq!(parts[1].header, "*.none (error: NOT_FOUND)");
+    assert_eq!(parts[1].notes, ["*.none: the glob matched no file"]);
+    assert!(is_error(&r), "no path was read: {}", text(&r));
     client.cancel().await.unwrap();
 }
 
@@ -291,8 +347,9 @@ async fn view_image_returns_a_bounded_image_with_a_description() {
         .unwrap();
     let decoded = image::load_from_memory(&bytes).unwrap();
     assert_eq!((decoded.width(), decoded.height()), (2048, 683));
+    assert_eq!(r.structured_content, None);
     assert_eq!(
-        structured(&r),
+        facts(&r),
         json!({ "path": "wide.png", "mime": "image/png", "width": 2048, "height": 683, "original_width": 3000, "original_height": 1000 })
     );
 
@@ -318,7 +375,11 @@ async fn view_image_returns_a_bounded_image_with_a_description() {
 
     // Images among read's paths come back as image content too.
     let r = call(&client, "read", json!({ "paths": ["small.png"] })).await;
-    assert_eq!(structured(&r)["entries"][0]["kind"], "image");
+    assert_eq!(facts(&r)["entries"][0]["kind"], "image");
+    assert_eq!(
+        text(&r),
+        "==> small.png (image) <==\n[small.png: PNG image, 40×30 pixels]\n"
+    );
     assert_eq!(
         r.content.iter().filter(|c| c.as_image().is_some()).count(),
         1
@@ -351,30 +412,24 @@ async fn find_searches_text_with_context_and_honours_gitignore() {
     )
     .await;
     assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(r.structured_content, None);
+    // grep's layout: `path:line: text` for a match, `path-line- text` for context.
     assert_eq!(
-        structured(&r)["matches"],
-        json!([
-            { "path": "src/main.rs", "line": 2, "text": "    let needle = 1;", "before": ["fn main() {"] },
-            { "path": "src/main.rs", "line": 3, "text": "    println!(\"{needle}\");", "after": ["}"] }
-        ])
+        text(&r),
+        "src/main.rs-1- fn main() {\nsrc/main.rs:2:     let needle = 1;\nsrc/main.rs:3:     println!(\"{needle}\");\nsrc/main.rs-4- }\n"
     );
+    assert_eq!(facts(&r), json!({ "matches": 2, "files": 2 }));
     let r = call(
         &client,
         "find",
         json!({ "query": "n[e]+dle = \\d", "mode": "regex", "paths": ["src"] }),
     )
     .await;
-    assert_eq!(structured(&r)["matches"][0]["path"], "src/main.rs");
-    assert_eq!(structured(&r)["matches"].as_array().unwrap().len(), 1);
+    assert_eq!(text(&r), "src/main.rs:2:     let needle = 1;\n");
+    assert_eq!(facts(&r)["matches"], 1);
     let r = call(&client, "find", json!({ "query": "*.rs", "mode": "name" })).await;
-    let s = structured(&r);
-    let names: Vec<&str> = s["matches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["path"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["src/lib.rs", "src/main.rs"]);
+    assert_eq!(text(&r), "src/lib.rs\nsrc/main.rs\n");
+    assert_eq!(facts(&r)["matches"], 2);
     let r = call(&client, "find", json!({ "query": "(", "mode": "regex" })).await;
     assert!(
         text(&r).starts_with("INVALID_INPUT: query: "),
@@ -401,14 +456,25 @@ async fn find_pages_with_a_cursor_without_losing_or_repeating_results() {
             args["cursor"] = json!(c);
         }
         let r = call(&client, "find", args).await;
-        let s = structured(&r);
-        for m in s["matches"].as_array().unwrap() {
-            seen.push(format!("{}:{}", m["path"].as_str().unwrap(), m["line"]));
-        }
+        let s = facts(&r);
+        let page = match_lines(&r);
+        assert_eq!(s["matches"], page.len(), "{}", text(&r));
+        seen.extend(page);
         pages += 1;
         match s["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => break,
+            Some(c) => {
+                // The text says how to go on, with the same cursor.
+                assert!(
+                    text(&r).ends_with(&format!("\n[more results follow: call find again with the same arguments and cursor \"{c}\"]\n")),
+                    "{}",
+                    text(&r)
+                );
+                cursor = Some(c.to_string());
+            }
+            None => {
+                assert!(!text(&r).contains("more results follow"), "{}", text(&r));
+                break;
+            }
         }
     }
     assert_eq!(pages, 3);
@@ -442,11 +508,8 @@ async fn find_leaves_out_files_a_policy_forbids_without_a_trace() {
     sb.config("[permissions]\nexec = false\n");
     let client = sb.stdio(&["--policies", &dir.display().to_string()]).await;
     let r = call(&client, "find", json!({ "query": "token" })).await;
-    let s = structured(&r);
-    assert_eq!(
-        s["matches"],
-        json!([{ "path": "open/a.txt", "line": 1, "text": "token" }])
-    );
+    assert_eq!(text(&r), "open/a.txt:1: token\n");
+    assert_eq!(facts(&r)["matches"], 1);
     // Guessing at the forbidden file's contents gets the same answer, right or wrong.
     let right = call(
         &client,
@@ -460,8 +523,14 @@ async fn find_leaves_out_files_a_policy_forbids_without_a_trace() {
         json!({ "query": "api_key = \"z", "mode": "text" }),
     )
     .await;
-    assert_eq!(structured(&right), structured(&wrong));
-    assert!(structured(&right)["next_cursor"].is_null());
+    assert_eq!(text(&right), text(&wrong));
+    assert_eq!(facts(&right), facts(&wrong));
+    assert!(
+        text(&right).starts_with("[no match in "),
+        "{}",
+        text(&right)
+    );
+    assert!(facts(&right)["next_cursor"].is_null());
     client.cancel().await.unwrap();
 }
 
@@ -477,9 +546,8 @@ async fn the_text_block_names_empty_files_and_ranges_past_the_end() {
         json!({ "paths": ["empty.txt"], "ranges": [{ "path": "three.txt", "start_line": 9 }] }),
     )
     .await;
-    let s = structured(&r);
+    let s = facts(&r);
     assert_eq!(s["entries"][0]["total_lines"], 0);
-    assert_eq!(s["entries"][1]["text"], "");
     assert_eq!(s["entries"][1]["total_lines"], 3);
     assert_eq!(
         text(&r),
@@ -511,18 +579,17 @@ async fn gantrys_own_files_are_out_of_reach_of_its_tools() {
         json!({ "paths": ["state/tokens.toml", "config.toml", "state/audit.jsonl", "notes.txt"] }),
     )
     .await;
-    let entries = structured(&r)["entries"].clone();
-    for e in entries.as_array().unwrap().iter().take(3) {
+    let entries = facts(&r)["entries"].clone();
+    let parts = sections(&r);
+    for (e, part) in entries.as_array().unwrap().iter().zip(&parts).take(3) {
         assert_eq!(e["error_code"], "PATH_NOT_ALLOWED", "{e}");
         assert!(
-            e["note"]
-                .as_str()
-                .unwrap()
-                .contains("path.gantry_own_files"),
-            "{e}"
+            part.notes.len() == 1 && part.notes[0].contains("path.gantry_own_files"),
+            "{part:?}"
         );
     }
-    assert_eq!(entries[3]["text"], "mine\n", "other files are readable");
+    assert_eq!(parts[3].body, "mine\n", "other files are readable");
+    assert!(!is_error(&r), "one path was read");
     let glob = call(&client, "read", json!({ "paths": ["state/*"] })).await;
     assert!(!text(&glob).contains(token), "no token through a glob");
     let found = call(&client, "find", json!({ "query": token })).await;
@@ -538,7 +605,7 @@ async fn gantrys_own_files_are_out_of_reach_of_its_tools() {
     assert!(!text(&found).contains(token), "{}", text(&found));
 
     let found = call(&client, "find", json!({ "query": "exec" })).await;
-    assert!(!text(&found).contains("config.toml:"), "{}", text(&found));
+    assert!(!text(&found).contains("config.toml"), "{}", text(&found));
 
     let edit = "*** Begin Patch\n*** Update File: config.toml\n@@\n-exec = false\n+exec = true\n*** End Patch";
     let r = call(&client, "apply_patch", json!({ "patch": edit })).await;
@@ -594,21 +661,15 @@ async fn roots_from_the_config_file_are_live() {
     let (_, client) = crate::support::stdio_client(cmd).await;
     let y = b.join("y.txt").display().to_string();
     let r = call(&client, "read", json!({ "paths": ["x.txt", y] })).await;
-    assert_eq!(structured(&r)["entries"][0]["text"], "in a\n");
-    assert_eq!(
-        structured(&r)["entries"][1]["error_code"],
-        "PATH_NOT_ALLOWED"
-    );
+    assert_eq!(sections(&r)[0].body, "in a\n");
+    assert_eq!(facts(&r)["entries"][1]["error_code"], "PATH_NOT_ALLOWED");
 
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     sb.config(&roots(&b));
     let x = a.join("x.txt").display().to_string();
     let r = call(&client, "read", json!({ "paths": ["y.txt", x] })).await;
-    assert_eq!(structured(&r)["entries"][0]["text"], "in b\n");
-    assert_eq!(
-        structured(&r)["entries"][1]["error_code"],
-        "PATH_NOT_ALLOWED"
-    );
+    assert_eq!(sections(&r)[0].body, "in b\n");
+    assert_eq!(facts(&r)["entries"][1]["error_code"], "PATH_NOT_ALLOWED");
 
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     sb.config(&roots(&sb.path("missing")));
@@ -644,12 +705,9 @@ async fn errors_say_nothing_about_what_lies_outside_the_roots() {
             ("apply_patch", json!({ "patch": patch })),
         ] {
             let r = call(&client, tool, args).await;
-            let shown = if tool == "read" {
-                let e = &structured(&r)["entries"][0];
-                format!("{}: {}", e["error_code"], e["note"])
-            } else {
-                text(&r)
-            };
+            assert!(is_error(&r), "{tool} {given}: {}", text(&r));
+            // read says it per path, under the path's header.
+            let shown = text(&r);
             assert!(
                 shown.contains("PATH_NOT_ALLOWED"),
                 "{tool} {given}: {shown}"
@@ -710,7 +768,7 @@ async fn walks_and_listings_hold_while_a_directory_is_swapped_for_a_symlink() {
             ("find", json!({ "query": "*.txt", "mode": "name" })),
         ] {
             let r = call(&client, tool, args.clone()).await;
-            let all = format!("{}{}", text(&r), structured(&r));
+            let all = format!("{}{}", text(&r), facts(&r));
             assert!(!all.contains("OUTSIDE"), "{tool} {args}: {all}");
             assert!(!all.contains("outside.txt"), "{tool} {args}: {all}");
             calls += 1;

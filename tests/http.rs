@@ -45,8 +45,12 @@ async fn healthy(http: &reqwest::Client, server: &crate::support::HttpServer) {
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(
-        body["result"]["structuredContent"]["entries"][0]["text"],
-        "x\n"
+        body["result"]["content"][0]["text"], "==> a.txt (lines 1-1 of 1) <==\nx\n",
+        "{body}"
+    );
+    assert_eq!(
+        body["result"]["_meta"]["gantry/result"]["entries"][0]["total_lines"], 1,
+        "{body}"
     );
 }
 

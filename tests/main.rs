@@ -12,6 +12,9 @@ mod apply_patch;
 #[cfg(target_os = "linux")]
 mod bounds;
 mod e2e;
+// Uses the POSIX shell for its command rendering.
+#[cfg(unix)]
+mod economy;
 #[cfg(unix)]
 mod exec;
 #[cfg(target_os = "linux")]

@@ -234,6 +234,61 @@ pub fn text(result: &CallToolResult) -> String {
         .unwrap_or_default()
 }
 
+/// The machine facts of a text-shaped tool's result (`_meta["gantry/result"]`), or null.
+pub fn facts(result: &CallToolResult) -> serde_json::Value {
+    result
+        .meta
+        .as_ref()
+        .and_then(|m| m.0.get(tool_api::FACTS_META_KEY))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// How an MCP host turns a tool result into what its model reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    /// ChatGPT: every text block and `structuredContent` (the Apps SDK says the model reads it
+    /// verbatim); `_meta` goes to widgets only.
+    ReadsBoth,
+    /// Codex: `structuredContent` when present, else the content blocks.
+    PrefersStructured,
+    /// Claude, the OpenAI Agents SDK: the content blocks only.
+    ContentOnly,
+}
+
+impl Host {
+    pub const ALL: [Host; 3] = [Host::ReadsBoth, Host::PrefersStructured, Host::ContentOnly];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Host::ReadsBoth => "reads both (ChatGPT)",
+            Host::PrefersStructured => "prefers structured (Codex)",
+            Host::ContentOnly => "content only (Claude)",
+        }
+    }
+
+    /// The text this host's model reads for `result` (images and `_meta` left out).
+    pub fn model_view(self, result: &CallToolResult) -> String {
+        let texts: String = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text())
+            .map(|t| t.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let structured = result
+            .structured_content
+            .as_ref()
+            .filter(|v| !v.is_null())
+            .map(ToString::to_string);
+        match (self, structured) {
+            (Host::ReadsBoth, Some(s)) => format!("{texts}\n{s}"),
+            (Host::PrefersStructured, Some(s)) => s,
+            (_, _) => texts,
+        }
+    }
+}
+
 pub fn is_error(result: &CallToolResult) -> bool {
     result.is_error == Some(true)
 }

@@ -190,7 +190,16 @@ fn tool_section(w: &mut String, t: &Tool) {
     }
     let _ = writeln!(w);
     if !t.output.is_empty() {
-        let _ = writeln!(w, "Output (`structuredContent`, repeated as text):");
+        let _ = writeln!(
+            w,
+            "{}",
+            match t.reply {
+                surface::ReplyShape::Structured =>
+                    "Output (`structuredContent`, with a text rendering):",
+                surface::ReplyShape::Text =>
+                    "Result facts (`_meta[\"gantry/result\"]`, for programs; the model reads the text rendering once):",
+            }
+        );
         let _ = writeln!(w);
         fields_table(w, &t.output);
         let _ = writeln!(w);

@@ -139,10 +139,9 @@ fn emit_struct(
     for f in fields {
         let fname = ident(&f.name);
         let json_name = &f.name;
-        let doc = f
-            .description
-            .clone()
-            .unwrap_or_else(|| format!("`{}` (see TOOLS.md).", f.name));
+        // An input surface.toml leaves undescribed is explained by the tool's description; a
+        // doc comment would become a schema description the served schema does not have.
+        let doc = f.description.clone().unwrap_or_default();
         let base = match (&f.ty, &f.enum_values) {
             (FieldType::String, Some(values)) => {
                 let ename = enum_name(&owner, &f.name);
@@ -219,7 +218,7 @@ fn emit_struct(
             schemars_attrs.push(quote!(#[schemars(extend("default" = #lit))]));
         }
         let doc_attr = if doc.is_empty() {
-            quote!()
+            quote!(#[allow(missing_docs)])
         } else {
             quote!(#[doc = #doc])
         };
@@ -321,14 +320,16 @@ fn emit_enum(out: &mut Emitted, name: &Ident, doc: &str, values: &[String]) {
         let id = pascal(v);
         quote!(Self::#id => #v,)
     });
+    // The list goes on the impl, not the type: schemars would serve a type's doc as the
+    // description of a field that surface.toml leaves undescribed.
     out.items.push(quote! {
-        #[doc = #doc]
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[allow(missing_docs)]
         pub enum #name {
             #(#variants)*
         }
 
+        #[doc = #doc]
         impl #name {
             /// The value as it appears in JSON.
             pub const fn as_str(self) -> &'static str {
@@ -606,10 +607,10 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
         match t.status {
             Status::Ready => {
                 let m = ident(&t.name);
-                let encode = if t.output.is_empty() {
-                    quote!(tool_api::encode_unstructured)
-                } else {
-                    quote!(tool_api::encode)
+                let encode = match (t.output.is_empty(), t.reply) {
+                    (true, _) => quote!(tool_api::encode_unstructured),
+                    (false, surface::ReplyShape::Text) => quote!(tool_api::encode_text),
+                    (false, surface::ReplyShape::Structured) => quote!(tool_api::encode),
                 };
                 quote! {
                     #name => {
@@ -784,7 +785,7 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
             quote!((#k, #v),)
         });
         let input = format!("/schemas/{}.input.json", t.name);
-        let output = if t.output.is_empty() {
+        let output = if t.output.is_empty() || t.reply == surface::ReplyShape::Text {
             quote!(None)
         } else {
             let o = format!("/schemas/{}.output.json", t.name);

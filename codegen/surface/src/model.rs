@@ -12,7 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diagnostics::{Diagnostic, Diagnostics, SourceMap};
-pub use crate::vocabulary::{Annotations, Platform, Status};
+pub use crate::vocabulary::{Annotations, Platform, ReplyShape, Status};
 
 /// A validated surface: everything the emitters need, in declaration order.
 #[derive(Debug, Clone)]
@@ -269,6 +269,10 @@ impl std::fmt::Display for Limit {
 
 /// Replaces each `{name}` naming one of `limits` in `text` with the limit's value, so prose
 /// never restates a number; an unknown `{snake_case}` name is an error.
+/// How many bytes of text a model token stands for, on average: the rate at which sizes are
+/// quoted in tokens and token budgets become bytes.
+pub const BYTES_PER_TOKEN: u64 = 4;
+
 fn quote_limits(text: &str, limits: &[(String, Limit)]) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -278,13 +282,25 @@ fn quote_limits(text: &str, limits: &[(String, Limit)]) -> Result<String, String
         let name_len = after
             .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
             .unwrap_or(after.len());
-        if name_len > 0 && after[name_len..].starts_with('}') {
+        let tokens = after[name_len..].starts_with(":tokens}");
+        if name_len > 0 && (tokens || after[name_len..].starts_with('}')) {
             let name = &after[..name_len];
             let Some((_, limit)) = limits.iter().find(|(n, _)| n == name) else {
                 return Err(format!("`{{{name}}}` names no limit of this tool"));
             };
             out.push_str(&limit.to_string());
-            rest = &after[name_len + 1..];
+            if tokens {
+                let Limit::Bytes(b) = limit else {
+                    return Err(format!(
+                        "`{{{name}:tokens}}` quotes a limit that is not a size"
+                    ));
+                };
+                let k = (b / BYTES_PER_TOKEN).div_ceil(1000);
+                out.push_str(&format!(" (~{k}k tokens)"));
+                rest = &after[name_len + ":tokens}".len()..];
+            } else {
+                rest = &after[name_len + 1..];
+            }
         } else {
             out.push('{');
             rest = after;
@@ -325,6 +341,8 @@ pub struct Tool {
     pub output: Vec<Field>,
     /// The shared object type the output is, when several tools answer alike.
     pub output_type: Option<String>,
+    /// Whether the output is `structuredContent` or facts beside a text rendering.
+    pub reply: ReplyShape,
     /// Groups of inputs of which exactly one must be given.
     pub exactly_one_of: Vec<Vec<String>>,
     /// Groups of inputs of which at least one must be given.
@@ -472,6 +490,7 @@ mod raw {
         #[serde(default)]
         pub output: IndexMap<Spanned<String>, RawField>,
         pub output_type: Option<Spanned<String>>,
+        pub reply: Option<Spanned<String>>,
         #[serde(default)]
         pub exactly_one_of: Vec<Vec<Spanned<String>>>,
         #[serde(default)]
@@ -728,7 +747,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             }
             let description =
                 required_description(ck, t.description, name.span(), "type", name.get_ref());
-            let fields = build_fields(ck, t.fields, &type_names, FieldRole::Shared, &[]);
+            let fields = build_fields(ck, t.fields, &type_names, &[]);
             ObjectType {
                 name: name.into_inner(),
                 description,
@@ -813,6 +832,19 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 Status::Ready
             }
         };
+        let reply = match t.reply.as_ref().map(|s| s.get_ref().as_str()) {
+            None | Some("structured") => ReplyShape::Structured,
+            Some("text") => ReplyShape::Text,
+            Some(other) => {
+                let s = t.reply.as_ref().map_or(span.clone(), Spanned::span);
+                ck.error(
+                    s,
+                    format!("unknown reply shape `{other}`"),
+                    Some("use `structured` or `text`".into()),
+                );
+                ReplyShape::Structured
+            }
+        };
         let platforms = match &t.platforms {
             Some(p) => {
                 if let Some(conn) = conn {
@@ -869,9 +901,9 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 ),
             }
         }
-        let mut input = build_fields(ck, t.input, &type_names, FieldRole::Input, &limits);
+        let mut input = build_fields_explained(ck, t.input, &type_names, &limits, &description);
         let has_inline_output = !t.output.is_empty();
-        let mut output = build_fields(ck, t.output, &type_names, FieldRole::Output, &limits);
+        let mut output = build_fields(ck, t.output, &type_names, &limits);
         let output_type = t.output_type.map(|name| {
             if has_inline_output {
                 ck.error(
@@ -956,6 +988,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             input,
             output,
             output_type,
+            reply,
             exactly_one_of,
             at_least_one_of,
             operations,
@@ -1107,18 +1140,41 @@ fn resolve_bound(
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum FieldRole {
-    Input,
-    Output,
-    Shared,
+fn build_fields_explained(
+    ck: &mut Checker<'_>,
+    raw: IndexMap<Spanned<String>, raw::RawField>,
+    type_names: &BTreeSet<String>,
+    limits: &[(String, Limit)],
+    tool_description: &str,
+) -> Vec<Field> {
+    // An input needs its own description unless the tool's description already names it in
+    // backticks: the model reads both, and saying it twice costs discovery bytes.
+    let spans: Vec<(String, Range<usize>, bool)> = raw
+        .iter()
+        .map(|(n, f)| {
+            let described = f.description.as_ref().is_some_and(|d| !d.trim().is_empty());
+            (n.get_ref().clone(), n.span(), described)
+        })
+        .collect();
+    let fields = build_fields(ck, raw, type_names, limits);
+    for (name, span, described) in spans {
+        if !described && !tool_description.contains(&format!("`{name}`")) {
+            ck.error(
+                span,
+                format!("input `{name}` is missing a description"),
+                Some(format!(
+                    "the model reads it to fill the argument in; add `description = \"...\"`, or name it as `{name}` in the tool's description"
+                )),
+            );
+        }
+    }
+    fields
 }
 
 fn build_fields(
     ck: &mut Checker<'_>,
     raw: IndexMap<Spanned<String>, raw::RawField>,
     type_names: &BTreeSet<String>,
-    role: FieldRole,
     limits: &[(String, Limit)],
 ) -> Vec<Field> {
     let mut fields = Vec::new();
@@ -1187,16 +1243,6 @@ fn build_fields(
             );
         }
         let description = f.description.filter(|d| !d.trim().is_empty());
-        if description.is_none() && role == FieldRole::Input {
-            ck.error(
-                name.span(),
-                format!("input `{fname}` is missing a description"),
-                Some(
-                    "the model reads it to fill the argument in; add `description = \"...\"`"
-                        .into(),
-                ),
-            );
-        }
         let enum_values = f.enum_values.map(|e| {
             if ty != FieldType::String {
                 ck.error(

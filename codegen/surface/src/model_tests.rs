@@ -179,6 +179,27 @@ fn a_tool_without_any_permission_is_refused() {
 }
 
 #[test]
+fn only_a_size_can_be_quoted_in_tokens() {
+    let errs = errors(&SURFACE.replacen("{max_file:tokens}", "{max_paths:tokens}", 1));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("`{max_paths:tokens}` quotes a limit that is not a size")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn an_input_needs_a_description_unless_the_tool_names_it() {
+    // `cursor` is named in find's description; dropping that mention makes it unexplained.
+    let errs = errors(&SURFACE.replacen("a `cursor` to go on", "a cursor to go on", 1));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("input `cursor` is missing a description")),
+        "{errs:?}"
+    );
+}
+
+#[test]
 fn limits_are_typed_and_shown_exactly() {
     assert_eq!(Limit::parse("256 KB"), Ok(Limit::Bytes(262_144)));
     assert_eq!(Limit::parse("20 s"), Ok(Limit::Millis(20_000)));
@@ -197,9 +218,11 @@ fn a_description_quotes_its_limits_and_nothing_else() {
     let read = s.tools.iter().find(|t| t.name == "read").unwrap();
     assert!(
         read.description
-            .contains("up to 256 KB each, 512 KB per call")
+            .contains("Up to 256 KB (~66k tokens) a file, 512 KB (~132k tokens) a call"),
+        "{}",
+        read.description
     );
-    let errs = errors(&SURFACE.replacen("{max_file} each", "{max_files} each", 1));
+    let errs = errors(&SURFACE.replacen("{max_file:tokens} a file", "{max_files} a file", 1));
     assert!(
         errs.iter()
             .any(|e| e.contains("`{max_files}` names no limit of this tool")),

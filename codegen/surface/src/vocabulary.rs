@@ -50,6 +50,17 @@ pub enum Status {
     Planned,
 }
 
+/// How a tool's result reaches the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyShape {
+    /// The output is `structuredContent`, its schema is published, and a text rendering
+    /// accompanies it.
+    Structured,
+    /// The model reads one plain-text rendering; the declared output fields are machine facts
+    /// sent in the result's `_meta`, which no model reads, and no output schema is published.
+    Text,
+}
+
 /// MCP tool annotations; all four are always published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Annotations {

@@ -94,10 +94,22 @@ struct Line<'a> {
 }
 
 fn split_lines(body: &str) -> Vec<Line<'_>> {
-    body.split_inclusive('\n')
+    // A file of lone CRs (classic Mac) has CR as its line ending; anywhere else a lone CR is
+    // part of its line's text and is kept as it is.
+    let cr_only = !body.contains('\n') && body.contains('\r');
+    let pieces: Box<dyn Iterator<Item = &str>> = if cr_only {
+        Box::new(body.split_inclusive('\r'))
+    } else {
+        Box::new(body.split_inclusive('\n'))
+    };
+    pieces
         .map(|piece| {
-            let without_lf = piece.strip_suffix('\n').unwrap_or(piece);
-            let text = without_lf.strip_suffix('\r').unwrap_or(without_lf);
+            let text = if cr_only {
+                piece.strip_suffix('\r').unwrap_or(piece)
+            } else {
+                let without_lf = piece.strip_suffix('\n').unwrap_or(piece);
+                without_lf.strip_suffix('\r').unwrap_or(without_lf)
+            };
             Line {
                 text,
                 ending: &piece[text.len()..],
@@ -231,38 +243,50 @@ pub fn apply_update(original: &str, chunks: &[Chunk]) -> Result<Updated, MatchEr
 
     let mut out = String::with_capacity(original.len() + 64);
     out.push_str(bom);
-    let push_original = |out: &mut String, line: &Line<'_>| {
-        out.push_str(line.text);
-        out.push_str(if line.ending.is_empty() {
-            default_ending
-        } else {
-            line.ending
-        });
+    // Every line keeps its own ending, byte for byte; only a file's last line may have none,
+    // and it gets one only if a line is added after it. An added line takes the ending of the
+    // line it follows or replaces, so a mixed file stays mixed the same way.
+    let mut unended = false;
+    let mut recent = default_ending;
+    let mut push = |out: &mut String, text: &str, ending: &str| {
+        if unended {
+            out.push_str(default_ending);
+        }
+        out.push_str(text);
+        out.push_str(ending);
+        unended = ending.is_empty();
     };
     let mut next = 0;
     for r in &replacements {
         while next < r.start {
-            push_original(&mut out, &lines[next]);
+            push(&mut out, lines[next].text, lines[next].ending);
             next += 1;
         }
         for l in r.lines {
             match l {
                 ChunkLine::Context(_) => {
                     if let Some(line) = lines.get(next) {
-                        push_original(&mut out, line);
+                        push(&mut out, line.text, line.ending);
+                        if !line.ending.is_empty() {
+                            recent = line.ending;
+                        }
                     }
                     next += 1;
                 }
-                ChunkLine::Delete(_) => next += 1,
-                ChunkLine::Add(text) => {
-                    out.push_str(text);
-                    out.push_str(default_ending);
+                ChunkLine::Delete(_) => {
+                    if let Some(line) = lines.get(next)
+                        && !line.ending.is_empty()
+                    {
+                        recent = line.ending;
+                    }
+                    next += 1;
                 }
+                ChunkLine::Add(text) => push(&mut out, text, recent),
             }
         }
     }
     while next < lines.len() {
-        push_original(&mut out, &lines[next]);
+        push(&mut out, lines[next].text, lines[next].ending);
         next += 1;
     }
     Ok(Updated {

@@ -104,3 +104,26 @@ fn many_identical_context_lines_fail_fast_as_a_mismatch() {
     assert_eq!(e.problem, "could not find the expected lines");
     assert_eq!(e.nearest.map(|(line, _)| line), Some(1));
 }
+
+#[test]
+fn mixed_endings_and_lone_crs_are_kept_byte_for_byte() {
+    // CRLF, LF, a lone CR inside a line, and no final newline: only the replaced line changes,
+    // and it takes the ending of the line it replaces.
+    let original = "a\r\nb\nprogress 10%\rprogress 100%\nc\r\nlast";
+    let u = update(original, "@@\n a\n-b\n+B").unwrap();
+    assert_eq!(u.text, "a\r\nB\nprogress 10%\rprogress 100%\nc\r\nlast");
+    let u = update(original, "@@\n c\n-last\n+LAST").unwrap();
+    assert_eq!(u.text, "a\r\nb\nprogress 10%\rprogress 100%\nc\r\nLAST\r\n");
+}
+
+#[test]
+fn a_file_of_lone_crs_is_patched_by_its_lines() {
+    let u = update("one\rtwo\rthree\r", "@@\n one\n-two\n+2").unwrap();
+    assert_eq!(u.text, "one\r2\rthree\r");
+}
+
+#[test]
+fn a_line_added_after_an_unended_last_line_gets_an_ending_between() {
+    let u = update("a\nb", "@@\n b\n+c").unwrap();
+    assert_eq!(u.text, "a\nb\nc\n");
+}

@@ -127,6 +127,10 @@ const DELETE: &str = "*** Delete File: ";
 const UPDATE: &str = "*** Update File: ";
 const MOVE: &str = "*** Move to: ";
 const EOF_MARKER: &str = "*** End of File";
+const ENVIRONMENT: &str = "*** Environment ID:";
+
+/// What a patch looks like, in three lines, for errors about its shape.
+const SHAPE: &str = "write it as\n*** Begin Patch\n*** Update File: <path>   (or Add File / Delete File), then @@ and lines starting ' ', '-' or '+'\n*** End Patch\nor as a unified diff (--- a/<path>, +++ b/<path>, @@ hunks)";
 
 fn header_error(line_no: usize, line: &str) -> ParseError {
     let shown: String = line.chars().take(120).collect();
@@ -167,9 +171,14 @@ pub fn parse(text: &str) -> Result<Patch, ParseError> {
         offset = 1;
     }
     if lines.first().map(|s| s.trim()) != Some(BEGIN) {
+        // Trailing blank lines may be context lines of a hunk's end: keep them.
+        let raw: Vec<&str> = text.trim_start_matches(['\n', '\r']).lines().collect();
+        if crate::unified::looks_unified(&raw) {
+            return crate::unified::parse_unified(&raw);
+        }
         return Err(err(
             1,
-            format!("the first line of the patch must be '{BEGIN}'"),
+            format!("the first line of the patch must be '{BEGIN}'; {SHAPE}"),
         ));
     }
     if lines.len() < 2 || lines.last().map(|s| s.trim()) != Some(END) {
@@ -178,7 +187,28 @@ pub fn parse(text: &str) -> Result<Patch, ParseError> {
             format!("the last line of the patch must be '{END}'"),
         ));
     }
-    let body = &lines[1..lines.len() - 1];
+    let mut body = &lines[1..lines.len() - 1];
+    // Codex 0.171 may name its target environment right after the first line; gantry serves
+    // one environment, so the line is checked and otherwise ignored.
+    if let Some(id) = body
+        .first()
+        .and_then(|l| l.trim().strip_prefix(ENVIRONMENT))
+    {
+        if id.trim().is_empty() {
+            return Err(err(
+                2 + offset,
+                "the environment id after '*** Environment ID:' is empty",
+            ));
+        }
+        body = &body[1..];
+        offset += 1;
+    }
+    if let Some(n) = body.iter().position(|l| l.trim().starts_with(ENVIRONMENT)) {
+        return Err(err(
+            n + 2 + offset,
+            "'*** Environment ID:' may appear once, right after '*** Begin Patch'",
+        ));
+    }
     let mut ops = Vec::new();
     let mut i = 0;
     while i < body.len() {

@@ -55,9 +55,18 @@ fn heredoc_wrappers_are_dropped() {
 
 #[test]
 fn errors_name_the_line() {
-    assert_eq!(
-        parse("bad").err().map(|e| e.to_string()),
-        Some("line 1: the first line of the patch must be '*** Begin Patch'".into())
+    let e = parse("bad")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.starts_with("line 1: the first line of the patch must be '*** Begin Patch'"),
+        "{e}"
+    );
+    // The expected envelope, so the next attempt can get it right.
+    assert!(
+        e.contains("\n*** Begin Patch\n*** Update File: <path>") && e.contains("\n*** End Patch\n"),
+        "{e}"
     );
     assert_eq!(parse("*** Begin Patch\nbad").err().map(|e| e.line), Some(2));
     let e = parse("*** Begin Patch\n*** Frobnicate File: foo\n*** End Patch")
@@ -89,4 +98,124 @@ fn later_chunks_need_their_marker() {
     assert_eq!(e, Ok(1));
     let e = parse("*** Begin Patch\n*** Update File: f\n@@\n-a\nbad line\n*** End Patch").err();
     assert!(e.is_some_and(|e| e.message.starts_with("expected a chunk to start with '@@'")));
+}
+
+#[test]
+fn an_environment_id_after_begin_is_accepted_once() {
+    let p = parse("*** Begin Patch\n*** Environment ID: env-1\n*** Delete File: x\n*** End Patch")
+        .unwrap();
+    assert_eq!(
+        p.ops,
+        [FileOp::Delete {
+            path: "x".into(),
+            line: 3
+        }]
+    );
+    let empty = parse("*** Begin Patch\n*** Environment ID:  \n*** Delete File: x\n*** End Patch");
+    assert_eq!(empty.err().map(|e| e.line), Some(2));
+    let twice = parse(
+        "*** Begin Patch\n*** Environment ID: a\n*** Delete File: x\n*** Environment ID: b\n*** End Patch",
+    );
+    let e = twice.err().unwrap_or_else(|| panic!("parsed"));
+    assert_eq!(e.line, 4, "{e}");
+}
+
+#[test]
+fn a_git_diff_reads_as_the_same_operations() {
+    let diff = "diff --git a/src/a.rs b/src/a.rs
+index 1111111..2222222 100644
+--- a/src/a.rs
++++ b/src/a.rs
+@@ -1,3 +1,3 @@ fn main
+ one
+-two
++TWO
+ three
+@@ -10,2 +10,3 @@
+ ten
++ten and a half
+ eleven
+diff --git a/new.txt b/new.txt
+new file mode 100644
+--- /dev/null
++++ b/new.txt
+@@ -0,0 +1,2 @@
++hello
++world
+diff --git a/old.txt b/old.txt
+deleted file mode 100644
+--- a/old.txt
++++ /dev/null
+@@ -1 +0,0 @@
+-bye
+";
+    let p = parse(diff).unwrap();
+    assert_eq!(p.ops.len(), 3);
+    let FileOp::Update {
+        path,
+        move_to,
+        chunks,
+        line,
+    } = &p.ops[0]
+    else {
+        panic!("{:?}", p.ops[0])
+    };
+    assert_eq!((path.as_str(), move_to, *line), ("src/a.rs", &None, 3));
+    assert_eq!(chunks.len(), 2);
+    assert_eq!(chunks[0].old_lines(), ["one", "two", "three"]);
+    assert_eq!(chunks[0].counts(), (1, 1));
+    assert_eq!(chunks[1].old_lines(), ["ten", "eleven"]);
+    assert_eq!(
+        p.ops[1],
+        FileOp::Add {
+            path: "new.txt".into(),
+            contents: "hello\nworld\n".into(),
+            line: 16
+        }
+    );
+    assert_eq!(
+        p.ops[2],
+        FileOp::Delete {
+            path: "old.txt".into(),
+            line: 23
+        }
+    );
+}
+
+#[test]
+fn a_plain_diff_u_with_timestamps_and_a_rename_by_headers() {
+    let diff = "--- a.txt\t2026-12-03 12:00:00.000000000 +0000\n+++ b.txt\t2026-12-03 12:01:00.000000000 +0000\n@@ -1,2 +1,2 @@\n-x\n+y\n \n";
+    let p = parse(diff).unwrap();
+    let FileOp::Update {
+        path,
+        move_to,
+        chunks,
+        ..
+    } = &p.ops[0]
+    else {
+        panic!()
+    };
+    // Not git's: no a/ b/ stripping; different names are a move.
+    assert_eq!(
+        (path.as_str(), move_to.as_deref()),
+        ("a.txt", Some("b.txt"))
+    );
+    // The blank context line at the very end survives the trim of the patch text.
+    assert_eq!(chunks[0].old_lines(), ["x", ""]);
+}
+
+#[test]
+fn a_diff_whose_hunk_is_cut_short_or_has_no_anchor_is_refused() {
+    let short = parse("--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n");
+    let e = short.err().unwrap_or_else(|| panic!("parsed"));
+    assert!(e.message.contains("cut short"), "{e}");
+    let bare = parse("--- a/f\n+++ b/f\n@@ -5,0 +6,1 @@\n+new\n");
+    let e = bare.err().unwrap_or_else(|| panic!("parsed"));
+    assert!(
+        e.message.contains("neither context nor removed lines"),
+        "{e}"
+    );
+    let early = parse("--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\nzzz\n");
+    let e = early.err().unwrap_or_else(|| panic!("parsed"));
+    assert_eq!(e.line, 5, "{e}");
 }

@@ -27,11 +27,14 @@ impl CoreHandlers for Noop {
         _call: Authorized<ReadArgs>,
         _cx: &CallContext,
     ) -> Result<Reply<ReadOutput>, ToolError> {
-        Ok(Reply::new(ReadOutput {
-            entries: Vec::new(),
-            truncated: false,
-            note: None,
-        }))
+        // `read` answers in text: a reply without a rendering is refused by the encoder.
+        Ok(Reply::rendered(
+            ReadOutput {
+                entries: Vec::new(),
+                truncated: false,
+            },
+            String::new(),
+        ))
     }
 
     async fn view_image(

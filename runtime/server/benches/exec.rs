@@ -86,7 +86,11 @@ fn benches(c: &mut Criterion) {
     g.bench_function("exec_command over stdio", |b| {
         b.iter(|| {
             let r = rt.block_on(call(&client, json!({ "cmd": "echo hi" })));
-            assert_eq!(r.structured_content.as_ref().unwrap()["output"], "hi\n");
+            assert!(
+                support::text(&r).ends_with("Output:\nhi\n"),
+                "{}",
+                support::text(&r)
+            );
         })
     });
     g.finish();
@@ -95,7 +99,7 @@ fn benches(c: &mut Criterion) {
     rt.block_on(async {
         for _ in 0..64 {
             let r = call(&client, json!({ "cmd": "sleep 120", "yield_time_ms": 250 })).await;
-            assert!(r.structured_content.as_ref().unwrap()["session_id"].is_i64());
+            assert!(support::facts(&r)["session_id"].is_i64());
         }
     });
     let live_rss = rss_kb(pid, "VmRSS:");

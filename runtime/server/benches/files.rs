@@ -183,13 +183,7 @@ fn benches(c: &mut Criterion) {
     g.bench_function("find over stdio", |b| {
         b.iter(|| {
             let r = rt.block_on(finder.call("find", json!({ "query": "needle_2026" })));
-            assert_eq!(
-                r.structured_content.as_ref().unwrap()["matches"]
-                    .as_array()
-                    .unwrap()
-                    .len(),
-                100
-            );
+            assert_eq!(support::facts(&r)["matches"], 100);
             black_box(r)
         })
     });

@@ -33,11 +33,13 @@ async fn read(client: &RunningService<RoleClient, ()>) -> Result<Duration, Strin
         .call_tool(CallToolRequestParams::new("read").with_arguments(args))
         .await
         .map_err(|e| e.to_string())?;
+    // One header line, then the file verbatim.
     let text = r
-        .structured_content
-        .as_ref()
-        .and_then(|s| s["entries"][0]["text"].as_str())
-        .map(str::len);
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .and_then(|t| t.text.split_once('\n'))
+        .map(|(_, body)| body.len());
     if r.is_error == Some(true) || text != Some(1024) {
         return Err(format!("bad result: {:?}", r.content));
     }

@@ -180,8 +180,6 @@ struct WireResult<'a> {
     is_error: bool,
     #[serde(borrow)]
     content: Vec<WireBlock<'a>>,
-    #[serde(rename = "structuredContent")]
-    _structured: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(serde::Deserialize)]

@@ -102,7 +102,7 @@ async fn call(
     if r.is_error == Some(true) {
         return None;
     }
-    Some(r.structured_content.unwrap_or(Value::Null))
+    Some(support::facts(&r))
 }
 
 /// One client's loop: a fixed mix of calls, its own files, until `stop`.

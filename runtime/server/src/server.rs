@@ -160,11 +160,23 @@ fn to_result(outcome: Result<Encoded, ToolError>) -> CallToolResult {
                     ContentBlock::resource(ResourceContents::text(text, uri).with_mime_type(mime))
                 }
             }));
-            let mut result = CallToolResult::success(content);
+            let mut result = if encoded.failed {
+                CallToolResult::error(content)
+            } else {
+                CallToolResult::success(content)
+            };
             result.structured_content = encoded.structured;
+            result.meta = encoded.meta.map(rmcp::model::MetaObject);
             result
         }
-        Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+        Err(e) => {
+            let mut result = CallToolResult::error(vec![ContentBlock::text(e.to_string())]);
+            result.meta = Some(rmcp::model::MetaObject(serde_json::Map::from_iter([(
+                tool_api::ERROR_META_KEY.to_string(),
+                serde_json::json!({ "code": e.code.as_str() }),
+            )])));
+            result
+        }
     }
 }
 

@@ -190,17 +190,11 @@ impl Registry {
             }
             None => (None, false, Some(session.id)),
         };
-        if let Some(file) = &collected.output.file {
+        if collected.output.file_cut {
+            // The marker in the output names the file; only its being cut needs saying.
             notes.push(format!(
-                "output was {} bytes in {} lines; the whole output is in {}{}",
-                collected.output.total_bytes,
-                collected.output.total_lines,
-                file.display(),
-                if collected.output.file_cut {
-                    format!(" (cut at {} bytes)", self.config.spill_cap)
-                } else {
-                    String::new()
-                }
+                "the spill file stopped at {} bytes; the output's end is not kept",
+                self.config.spill_cap
             ));
         }
         Outcome {

@@ -210,14 +210,23 @@ impl Window {
         let spill = self.spill.take();
         let shown_bytes = (head.len() + tail.len()) as u64;
         let text = if truncated {
-            let where_ = match (&spill, &self.spill_error) {
-                (Some(s), _) => format!("the whole output is in {}", s.path.display()),
+            // Lines are counted so the marker can name the omitted ones and the one call that
+            // shows them.
+            let first = head.matches('\n').count() as u64 + 1;
+            // A tail that starts mid-line shows that line only in part: it counts as omitted.
+            let last = (total_lines + u64::from(tail.ends_with('\n')))
+                .saturating_sub(tail.matches('\n').count() as u64);
+            let omitted = total_bytes.saturating_sub(shown_bytes);
+            let how = match (&spill, &self.spill_error) {
+                (Some(s), _) => format!(
+                    "to see them: exec_command `sed -n '{first},{last}p' {}`",
+                    s.path.display()
+                ),
                 (None, Some(e)) => e.clone(),
                 (None, None) => "no spill file".to_string(),
             };
             format!(
-                "{head}\n[… {} of {total_bytes} bytes omitted; {where_} …]\n{tail}",
-                total_bytes.saturating_sub(shown_bytes)
+                "{head}\n[… {omitted} of {total_bytes} bytes omitted (lines {first}-{last} of {total_lines}); {how} …]\n{tail}"
             )
         } else {
             head

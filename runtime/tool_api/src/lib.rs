@@ -18,7 +18,10 @@ pub use decode::{Validate, decode};
 pub use effect::{Reads, TypedAction, Writes};
 pub use error::{ErrorCode, ToolError};
 pub use limit::{ByteSize, Bytes, Millis, Quantity, TimeLimit};
-pub use reply::{Content, Encoded, NoOutput, Reply, encode, encode_unstructured};
+pub use reply::{
+    Content, ERROR_META_KEY, Encoded, FACTS_META_KEY, NoOutput, Reply, encode, encode_text,
+    encode_unstructured,
+};
 pub use spec::{
     Annotations, ConnectorSpec, OperationSpec, PermissionSpec, Platform, PlatformFlags, Status,
     ToolSpec,

@@ -42,16 +42,26 @@ impl Content {
     }
 }
 
-/// A handler's result: the structured output, optionally a text rendering for clients that
-/// read only text (default: the structured output as JSON), and more content blocks.
+/// Where a text-shaped tool's facts travel: the result's `_meta` under this key, which
+/// clients hand to programs (and widgets), never to the model.
+pub const FACTS_META_KEY: &str = "gantry/result";
+
+/// Where an error's stable code travels for programs (the model reads it in the text).
+pub const ERROR_META_KEY: &str = "gantry/error";
+
+/// A handler's result: the output (`structuredContent`, or the facts of a text-shaped tool),
+/// the text rendering, and more content blocks.
 #[derive(Debug, Clone)]
 pub struct Reply<T> {
-    /// Becomes `structuredContent`.
+    /// Becomes `structuredContent`, or `_meta["gantry/result"]` for a text-shaped tool.
     pub output: T,
-    /// Replaces the JSON text copy when set.
+    /// What the model reads. A structured tool without it sends its output as JSON text.
     pub text: Option<String>,
     /// Content blocks after the text one.
     pub extra: Vec<Content>,
+    /// Nothing the call asked for succeeded: the result is marked `isError`, with the text
+    /// saying what failed for each part.
+    pub failed: bool,
 }
 
 impl<T> Reply<T> {
@@ -61,6 +71,17 @@ impl<T> Reply<T> {
             output,
             text: None,
             extra: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// A reply the model reads as `text`.
+    pub fn rendered(output: T, text: String) -> Self {
+        Self {
+            output,
+            text: Some(text),
+            extra: Vec::new(),
+            failed: false,
         }
     }
 }
@@ -72,30 +93,66 @@ pub struct NoOutput {}
 /// A reply in wire-neutral form, ready for the transport.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Encoded {
-    /// `structuredContent`, for tools that declare an output.
+    /// `structuredContent`, for structured tools.
     pub structured: Option<serde_json::Value>,
+    /// The result's `_meta`, for text-shaped tools with facts.
+    pub meta: Option<serde_json::Map<String, serde_json::Value>>,
     /// The text content block.
     pub text: String,
     /// The other content blocks.
     pub extra: Vec<Content>,
+    /// `isError`.
+    pub failed: bool,
 }
 
-/// Serializes the reply of a tool that declares an output.
-pub fn encode<T: Serialize>(reply: Reply<T>) -> Result<Encoded, ToolError> {
-    let structured = serde_json::to_value(&reply.output).map_err(|e| {
+fn to_value<T: Serialize>(output: &T) -> Result<serde_json::Value, ToolError> {
+    serde_json::to_value(output).map_err(|e| {
         ToolError::new(
             crate::ErrorCode::Internal,
             format!("result does not serialize: {e}"),
         )
-    })?;
+    })
+}
+
+/// Serializes the reply of a structured tool: the output is `structuredContent`.
+pub fn encode<T: Serialize>(reply: Reply<T>) -> Result<Encoded, ToolError> {
+    let structured = to_value(&reply.output)?;
     let text = match reply.text {
         Some(t) => t,
         None => structured.to_string(),
     };
     Ok(Encoded {
         structured: Some(structured),
+        meta: None,
         text,
         extra: reply.extra,
+        failed: reply.failed,
+    })
+}
+
+/// Serializes the reply of a text-shaped tool: the model reads the text once; the facts go
+/// to `_meta` for programs. A handler of such a tool must render its text.
+pub fn encode_text<T: Serialize>(reply: Reply<T>) -> Result<Encoded, ToolError> {
+    let Some(text) = reply.text else {
+        return Err(ToolError::new(
+            crate::ErrorCode::Internal,
+            "a text-shaped tool returned no text rendering",
+        ));
+    };
+    let facts = to_value(&reply.output)?;
+    let meta = match facts {
+        serde_json::Value::Object(o) if o.is_empty() => None,
+        facts => Some(serde_json::Map::from_iter([(
+            FACTS_META_KEY.to_string(),
+            facts,
+        )])),
+    };
+    Ok(Encoded {
+        structured: None,
+        meta,
+        text,
+        extra: reply.extra,
+        failed: reply.failed,
     })
 }
 
@@ -103,7 +160,9 @@ pub fn encode<T: Serialize>(reply: Reply<T>) -> Result<Encoded, ToolError> {
 pub fn encode_unstructured(reply: Reply<NoOutput>) -> Result<Encoded, ToolError> {
     Ok(Encoded {
         structured: None,
+        meta: None,
         text: reply.text.unwrap_or_default(),
         extra: reply.extra,
+        failed: reply.failed,
     })
 }

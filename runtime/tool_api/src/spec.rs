@@ -96,7 +96,8 @@ pub struct ToolSpec {
     pub limits: &'static [(&'static str, &'static str)],
     /// JSON Schema of the arguments.
     pub input_schema: &'static str,
-    /// JSON Schema of `structuredContent`, if declared.
+    /// JSON Schema of `structuredContent`, published in tools/list; `None` for a tool that
+    /// declares no output or answers in text (its facts go to the result's `_meta`).
     pub output_schema: Option<&'static str>,
 }
 

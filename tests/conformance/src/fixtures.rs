@@ -15,11 +15,7 @@ const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z
 const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA=";
 
 fn text(t: &str) -> Reply<NoOutput> {
-    Reply {
-        output: NoOutput {},
-        text: Some(t.to_string()),
-        extra: Vec::new(),
-    }
+    Reply::rendered(NoOutput {}, t.to_string())
 }
 
 /// The fixture handlers.

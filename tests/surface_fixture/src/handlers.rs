@@ -23,11 +23,7 @@ pub const POLICIES: &str = include_str!("../policies.cedar");
 pub struct Fixture;
 
 fn reply<T>(output: T, text: &str) -> Reply<T> {
-    Reply {
-        output,
-        text: Some(text.to_string()),
-        extra: Vec::new(),
-    }
+    Reply::rendered(output, text.to_string())
 }
 
 impl MainHandlers for Fixture {

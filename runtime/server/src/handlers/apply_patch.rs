@@ -431,5 +431,34 @@ pub(super) fn run(
             ));
         }
     }
-    Ok(Reply::new(ApplyPatchOutput { files }))
+    let text = render(&files);
+    Ok(Reply::rendered(ApplyPatchOutput { files }, text))
+}
+
+/// One line per file, as `git status --short` and Codex print them: `M src/a.rs (+4 -1)`.
+fn render(files: &[PatchedFile]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for f in files {
+        let mark = match f.op {
+            PatchedFileOp::Add => "A",
+            PatchedFileOp::Update => "M",
+            PatchedFileOp::Move => "R",
+            PatchedFileOp::Delete => "D",
+        };
+        let _ = write!(out, "{mark} {}", f.path);
+        if let Some(to) = &f.moved_to {
+            let _ = write!(out, " -> {to}");
+        }
+        let _ = match (f.added, f.removed) {
+            (0, 0) => writeln!(out),
+            (a, 0) => writeln!(out, " (+{a})"),
+            (0, r) => writeln!(out, " (-{r})"),
+            (a, r) => writeln!(out, " (+{a} -{r})"),
+        };
+    }
+    if files.is_empty() {
+        out.push_str("The patch changed nothing.\n");
+    }
+    out
 }

@@ -78,8 +78,8 @@ fn render(o: &Outcome, notes: &[String]) -> String {
 }
 
 /// The shared result of both tools, and its plain-text rendering.
-fn result(o: Outcome, batch: bool) -> (ExecResult, String) {
-    let mut notes = o.notes.clone();
+fn result(mut o: Outcome, batch: bool) -> (ExecResult, String) {
+    let mut notes = std::mem::take(&mut o.notes);
     if o.signaled {
         notes.push("the process was ended by a signal".into());
     }
@@ -102,8 +102,6 @@ fn result(o: Outcome, batch: bool) -> (ExecResult, String) {
                 })
                 .collect()
         }),
-        note: (!notes.is_empty()).then(|| notes.join("; ")),
-        output: o.output.text,
     };
     (result, text)
 }
@@ -183,11 +181,7 @@ pub(super) async fn exec_command(
     let run = cx.authorize(actions::EXEC_COMMAND, &resource, run)?;
     let outcome = exec::start(registry, run, yield_for, budget(args.max_output_tokens)).await?;
     let (output, text) = result(outcome, batch);
-    Ok(Reply {
-        output,
-        text: Some(text),
-        extra: Vec::new(),
-    })
+    Ok(Reply::rendered(output, text))
 }
 
 pub(super) async fn write_stdin(
@@ -241,9 +235,5 @@ pub(super) async fn write_stdin(
         .await?
     };
     let (output, text) = result(outcome, false);
-    Ok(Reply {
-        output,
-        text: Some(text),
-        extra: Vec::new(),
-    })
+    Ok(Reply::rendered(output, text))
 }

@@ -9,11 +9,10 @@ use std::time::Instant;
 
 use base64::Engine as _;
 use generated::core::{FindArgs, FindArgsMode, FindOutput, actions, limits};
-use generated::types::FindMatch;
 use tool_api::{CallContext, ErrorCode, Reply, ToolError};
 
 use crate::ops::path_policy::{Kind, Roots};
-use crate::ops::search::{self, Mode, Query};
+use crate::ops::search::{self, Hit, Mode, Query};
 
 fn encode_cursor(path: &str, line: u64) -> String {
     let raw = serde_json::json!([path, line]).to_string();
@@ -107,8 +106,7 @@ pub(super) fn run(
         ));
     }
 
-    let mut matches = Vec::with_capacity(found.hits.len());
-    let mut last_key = None;
+    let mut shown: Vec<Hit> = Vec::with_capacity(found.hits.len());
     for hit in found.hits {
         // Recorded for the audit; a file whose permission changed since the search is left
         // out like any other.
@@ -118,22 +116,9 @@ pub(super) fn run(
         {
             continue;
         }
-        last_key = Some((hit.shown.clone(), hit.line.unwrap_or(0)));
-        matches.push(FindMatch {
-            path: hit.shown,
-            line: hit.line.map(clamp),
-            text: hit.text,
-            before: (!hit.before.is_empty()).then_some(hit.before),
-            after: (!hit.after.is_empty()).then_some(hit.after),
-        });
+        shown.push(hit);
     }
     let mut notes = Vec::new();
-    if found.more {
-        notes.push(format!(
-            "more results follow; pass next_cursor to continue (pages of {})",
-            query.max
-        ));
-    }
     if found.timed_out {
         notes.push(format!(
             "stopped after {}; narrow `paths` or `glob`",
@@ -154,16 +139,84 @@ pub(super) fn run(
             search::MAX_LINE_BYTES / 1024
         ));
     }
-    if matches.is_empty() && !found.timed_out {
+    if shown.is_empty() && !found.timed_out {
         notes.push(format!("no match in {} file(s)", found.files));
     }
     let next_cursor = found
         .more
-        .then(|| last_key.map(|(p, l)| encode_cursor(&p, l)))
+        .then(|| {
+            shown
+                .last()
+                .map(|h| encode_cursor(&h.shown, h.line.unwrap_or(0)))
+        })
         .flatten();
-    Ok(Reply::new(FindOutput {
-        matches,
+    if let Some(c) = &next_cursor {
+        notes.push(format!(
+            "more results follow: call find again with the same arguments and cursor \"{c}\""
+        ));
+    }
+    let text = render(&shown, &notes);
+    let output = FindOutput {
+        matches: clamp(shown.len() as u64),
+        files: clamp(found.files as u64),
         next_cursor,
-        note: (!notes.is_empty()).then(|| notes.join("; ")),
-    }))
+        timed_out: found.timed_out.then_some(true),
+    };
+    Ok(Reply::rendered(output, text))
+}
+
+/// grep's layout, which models read without help: `path:line: text` for a match,
+/// `path-line- text` for a context line, `--` between groups that do not touch; a name search
+/// lists paths. Notes close the text in brackets.
+fn render(hits: &[Hit], notes: &[String]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut previous: Option<(&str, u64)> = None;
+    for (k, h) in hits.iter().enumerate() {
+        let Some(line) = h.line else {
+            let _ = writeln!(out, "{}", h.shown);
+            continue;
+        };
+        let first = line.saturating_sub(h.before.len() as u64);
+        let joined = previous.is_some_and(|(p, l)| p == h.shown && l + 1 >= first);
+        if previous.is_some() && !joined && (!h.before.is_empty() || !h.after.is_empty()) {
+            out.push_str("--\n");
+        }
+        // Context already printed as the previous group's after-lines is not repeated.
+        let skip = previous
+            .filter(|(p, _)| *p == h.shown)
+            .map_or(0, |(_, l)| (l + 1).saturating_sub(first));
+        for (i, b) in h.before.iter().enumerate() {
+            let n = first + i as u64;
+            if (i as u64) >= skip {
+                let _ = writeln!(out, "{}-{n}- {b}", h.shown);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{}:{line}: {}",
+            h.shown,
+            h.text.as_deref().unwrap_or_default()
+        );
+        // After-lines stop short of the next match in the same file, which prints itself.
+        let next = hits
+            .get(k + 1)
+            .filter(|n| n.shown == h.shown)
+            .and_then(|n| n.line)
+            .unwrap_or(u64::MAX);
+        let mut end = line;
+        for (i, a) in h.after.iter().enumerate() {
+            let n = line + 1 + i as u64;
+            if n >= next {
+                break;
+            }
+            let _ = writeln!(out, "{}-{n}- {a}", h.shown);
+            end = n;
+        }
+        previous = Some((&h.shown, end));
+    }
+    for n in notes {
+        let _ = writeln!(out, "[{n}]");
+    }
+    out
 }

@@ -1,7 +1,7 @@
 //! `read`: many paths in one call, whole files by default, bounded per file and per call.
 
 use generated::core::{ReadArgs, ReadOutput, actions, limits};
-use generated::types::{DirEntry, DirEntryKind, ReadEntry, ReadEntryKind};
+use generated::types::{ReadEntry, ReadEntryKind};
 use tool_api::{CallContext, Content, ErrorCode, Reply, ToolError};
 
 use crate::ops::fs::{self, Loaded};
@@ -14,29 +14,39 @@ struct Request {
     end: Option<u64>,
 }
 
-fn entry(path: &str, kind: ReadEntryKind) -> ReadEntry {
-    ReadEntry {
-        path: path.to_string(),
-        kind,
-        text: None,
-        start_line: None,
-        end_line: None,
-        total_lines: None,
-        next_start_line: None,
-        size: None,
-        mime: None,
-        entries: None,
-        error_code: None,
+/// What one path produced: the facts programs get, and what the model reads.
+struct Item {
+    facts: ReadEntry,
+    /// The file's text or the directory's listing, verbatim.
+    body: Option<String>,
+    /// What was cut or went wrong, and what to do about it.
+    note: Option<String>,
+}
+
+fn entry(path: &str, kind: ReadEntryKind) -> Item {
+    Item {
+        facts: ReadEntry {
+            path: path.to_string(),
+            kind,
+            start_line: None,
+            end_line: None,
+            total_lines: None,
+            next_start_line: None,
+            size: None,
+            mime: None,
+            entries: None,
+            error_code: None,
+        },
+        body: None,
         note: None,
     }
 }
 
-fn error_entry(path: &str, e: &ToolError) -> ReadEntry {
-    ReadEntry {
-        error_code: Some(e.code.as_str().to_string()),
-        note: Some(e.message.clone()),
-        ..entry(path, ReadEntryKind::Error)
-    }
+fn error_entry(path: &str, e: &ToolError) -> Item {
+    let mut item = entry(path, ReadEntryKind::Error);
+    item.facts.error_code = Some(e.code.as_str().to_string());
+    item.note = Some(e.message.clone());
+    item
 }
 
 fn clamp(n: u64) -> i64 {
@@ -61,7 +71,7 @@ fn expand(
     cx: &CallContext,
     requests: Vec<Request>,
     notes: &mut Vec<String>,
-    entries: &mut Vec<ReadEntry>,
+    entries: &mut Vec<Item>,
 ) -> (Vec<Request>, bool) {
     let max = limits::read::MAX_GLOB_MATCHES;
     // One budget for every glob of the call: 64 globs over a huge tree must not add up.
@@ -203,6 +213,13 @@ pub(super) fn run(
             end,
         });
     }
+    // Empty lists pass the schema's "at least one of" (both fields are present): a call that
+    // asks for nothing is refused like one that names no field, not answered with nothing.
+    if requests.is_empty() {
+        return Err(ToolError::invalid_input(
+            "give at least one path in `paths` or `ranges`",
+        ));
+    }
 
     let mut entries = Vec::with_capacity(requests.len());
     let mut notes = Vec::new();
@@ -241,21 +258,8 @@ pub(super) fn run(
                             list.len()
                         ));
                     }
-                    e.entries = Some(
-                        list.into_iter()
-                            .map(|d| DirEntry {
-                                name: d.name,
-                                kind: match d.kind {
-                                    "file" => DirEntryKind::File,
-                                    "dir" => DirEntryKind::Dir,
-                                    "symlink" => DirEntryKind::Symlink,
-                                    _ => DirEntryKind::Other,
-                                },
-                                size: d.size.map(clamp),
-                                mtime: d.mtime,
-                            })
-                            .collect(),
-                    );
+                    e.facts.entries = Some(clamp(list.len() as u64));
+                    e.body = Some(listing(&list));
                     entries.push(e);
                 }
                 Err(err) => entries.push(error_entry(
@@ -267,10 +271,11 @@ pub(super) fn run(
                 if remaining == 0 {
                     truncated = true;
                     let mut e = entry(&req.path, ReadEntryKind::Error);
-                    e.error_code = Some(ErrorCode::OutputLimit.as_str().to_string());
+                    e.facts.error_code = Some(ErrorCode::OutputLimit.as_str().to_string());
                     e.note = Some(format!(
-                        "not read: this call already returned its {}; read it in another call",
-                        limits::read::MAX_TOTAL
+                        "not read: this call already returned its {}; read it with paths [{}] in another call",
+                        limits::read::MAX_TOTAL,
+                        quoted(&req.path)
                     ));
                     entries.push(e);
                     continue;
@@ -287,26 +292,30 @@ pub(super) fn run(
                             } else {
                                 format!("the {} per-file cap", limits::read::MAX_FILE)
                             };
+                            let how = format!(
+                                "read on with ranges [{{\"path\": {}, \"start_line\": {next}}}]",
+                                quoted(&req.path)
+                            );
                             e.note = Some(slice.note.map_or_else(
-                                || format!("cut at {why}; continue with start_line {next}"),
-                                |n| format!("{n}; continue with start_line {next}"),
+                                || format!("cut at {why}; {how}"),
+                                |n| format!("{n}; {how}"),
                             ));
                         } else {
                             e.note = slice.note;
                         }
-                        e.start_line = Some(clamp(slice.start_line));
-                        e.end_line = Some(clamp(slice.end_line));
-                        e.total_lines = slice.total_lines.map(clamp);
-                        e.next_start_line = slice.next_start_line.map(clamp);
-                        e.text = Some(slice.text);
+                        e.facts.start_line = Some(clamp(slice.start_line));
+                        e.facts.end_line = Some(clamp(slice.end_line));
+                        e.facts.total_lines = slice.total_lines.map(clamp);
+                        e.facts.next_start_line = slice.next_start_line.map(clamp);
+                        e.body = Some(slice.text);
                         entries.push(e);
                     }
                     Ok(Loaded::Binary { size, mime })
                         if mime.is_some_and(|m| m.starts_with("image/")) =>
                     {
                         let mut e = entry(&req.path, ReadEntryKind::Image);
-                        e.size = Some(clamp(size));
-                        e.mime = mime.map(str::to_string);
+                        e.facts.size = Some(clamp(size));
+                        e.facts.mime = mime.map(str::to_string);
                         match image::prepare(&target, super::view_image::bounds()) {
                             Ok(p) if p.data.len() <= remaining => {
                                 remaining -= p.data.len();
@@ -324,7 +333,7 @@ pub(super) fn run(
                                 ));
                             }
                             Err(err) => {
-                                e.error_code = Some(err.code.as_str().to_string());
+                                e.facts.error_code = Some(err.code.as_str().to_string());
                                 e.note = Some(err.message);
                             }
                         }
@@ -332,8 +341,8 @@ pub(super) fn run(
                     }
                     Ok(Loaded::Binary { size, mime }) => {
                         let mut e = entry(&req.path, ReadEntryKind::Binary);
-                        e.size = Some(clamp(size));
-                        e.mime = mime.map(str::to_string);
+                        e.facts.size = Some(clamp(size));
+                        e.facts.mime = mime.map(str::to_string);
                         e.note = Some(match mime {
                             Some(m) => format!("{m} file, {size} bytes; not shown as text"),
                             None => {
@@ -350,82 +359,98 @@ pub(super) fn run(
             }
         }
     }
-    let note = (!notes.is_empty()).then(|| notes.join("; "));
+    let text = render(&entries, &notes);
+    // Nothing succeeded when every path ended in an error; a path that was only left for
+    // another call (the call's cap) still counts as an error here only if nothing was read.
+    let failed =
+        !entries.is_empty() && entries.iter().all(|e| e.facts.kind == ReadEntryKind::Error);
     let output = ReadOutput {
-        entries,
+        entries: entries.into_iter().map(|e| e.facts).collect(),
         truncated,
-        note,
     };
-    Ok(Reply {
-        text: Some(render(&output)),
-        output,
-        extra: images,
-    })
+    let mut reply = Reply::rendered(output, text);
+    reply.extra = images;
+    reply.failed = failed;
+    Ok(reply)
 }
 
-/// The text content: the same result as plain text, files verbatim under a header line.
-/// Models read it far more easily (and in fewer tokens) than file text escaped inside JSON.
-fn render(output: &ReadOutput) -> String {
+/// A path as a JSON string, for a call the model can copy.
+fn quoted(path: &str) -> String {
+    serde_json::Value::from(path).to_string()
+}
+
+/// A directory's entries, one a line: `name/` for a directory, `name@` for a symlink, then size
+/// and modification time for files.
+fn listing(list: &[fs::Entry]) -> String {
     use std::fmt::Write as _;
-    let size: usize = output
-        .entries
+    let mut out = String::with_capacity(list.len() * 48);
+    for d in list {
+        let mark = match d.kind {
+            "dir" => "/",
+            "symlink" => "@",
+            "file" => "",
+            _ => "?",
+        };
+        let _ = write!(out, "{}{mark}", d.name);
+        if let Some(size) = d.size.filter(|_| d.kind == "file") {
+            let _ = write!(out, "  {size}");
+        }
+        if let Some(mtime) = &d.mtime {
+            let _ = write!(out, "  {mtime}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The text the model reads: each file verbatim under a header line, notes in brackets.
+/// Models read it far more easily (and in fewer tokens) than file text escaped inside JSON.
+fn render(entries: &[Item], notes: &[String]) -> String {
+    use std::fmt::Write as _;
+    let size: usize = entries
         .iter()
-        .map(|e| e.path.len() + e.text.as_ref().map_or(64, String::len) + 64)
+        .map(|e| e.facts.path.len() + e.body.as_ref().map_or(64, String::len) + 64)
         .sum();
     let mut out = String::with_capacity(size);
-    for e in &output.entries {
-        let _ = match e.kind {
-            ReadEntryKind::Text => match (e.start_line, e.end_line, e.total_lines) {
-                (_, _, Some(0)) => writeln!(out, "==> {} (empty) <==", e.path),
+    for e in entries {
+        let f = &e.facts;
+        let _ = match f.kind {
+            ReadEntryKind::Text => match (f.start_line, f.end_line, f.total_lines) {
+                (_, _, Some(0)) => writeln!(out, "==> {} (empty) <==", f.path),
                 (Some(s), Some(l), Some(t)) if l < s => {
-                    writeln!(out, "==> {} (no line {s}: {t} lines) <==", e.path)
+                    writeln!(out, "==> {} (no line {s}: {t} lines) <==", f.path)
                 }
                 (Some(s), Some(l), Some(t)) => {
-                    writeln!(out, "==> {} (lines {s}-{l} of {t}) <==", e.path)
+                    writeln!(out, "==> {} (lines {s}-{l} of {t}) <==", f.path)
                 }
-                (Some(s), Some(l), None) => writeln!(out, "==> {} (lines {s}-{l}) <==", e.path),
-                _ => writeln!(out, "==> {} <==", e.path),
+                (Some(s), Some(l), None) => writeln!(out, "==> {} (lines {s}-{l}) <==", f.path),
+                _ => writeln!(out, "==> {} <==", f.path),
             },
             ReadEntryKind::Directory => {
-                writeln!(out, "==> {}/ (directory) <==", e.path.trim_end_matches('/'))
+                writeln!(out, "==> {}/ (directory) <==", f.path.trim_end_matches('/'))
             }
-            ReadEntryKind::Image => writeln!(out, "==> {} (image) <==", e.path),
-            ReadEntryKind::Binary => writeln!(out, "==> {} (binary) <==", e.path),
+            ReadEntryKind::Image => writeln!(out, "==> {} (image) <==", f.path),
+            ReadEntryKind::Binary => writeln!(out, "==> {} (binary) <==", f.path),
             ReadEntryKind::Error => writeln!(
                 out,
                 "==> {} (error: {}) <==",
-                e.path,
-                e.error_code
+                f.path,
+                f.error_code
                     .as_deref()
                     .unwrap_or(ErrorCode::OsError.as_str())
             ),
         };
-        if let Some(text) = &e.text {
-            out.push_str(text);
-            if !text.is_empty() && !text.ends_with('\n') {
+        if let Some(body) = &e.body {
+            out.push_str(body);
+            if !body.is_empty() && !body.ends_with('\n') {
                 out.push('\n');
             }
-        }
-        for d in e.entries.iter().flatten() {
-            let (mark, kind) = match d.kind {
-                DirEntryKind::Dir => ("/", "dir"),
-                DirEntryKind::File => ("", "file"),
-                DirEntryKind::Symlink => ("@", "symlink"),
-                DirEntryKind::Other => ("", "other"),
-            };
-            let size = d.size.map_or_else(|| "-".to_string(), |s| s.to_string());
-            let _ = writeln!(
-                out,
-                "{kind:<7} {size:>10}  {}  {}{mark}",
-                d.mtime.as_deref().unwrap_or("-"),
-                d.name
-            );
         }
         if let Some(note) = &e.note {
             let _ = writeln!(out, "[{note}]");
         }
     }
-    if let Some(note) = &output.note {
+    for note in notes {
         let _ = writeln!(out, "[{note}]");
     }
     out

@@ -65,12 +65,10 @@ pub(super) fn run(
         original_width: Some(i64::from(prepared.original_width)),
         original_height: Some(i64::from(prepared.original_height)),
     };
-    Ok(Reply {
-        output,
-        text: Some(text),
-        extra: vec![Content::Image {
-            data: prepared.data,
-            mime: prepared.mime.to_string(),
-        }],
-    })
+    let mut reply = Reply::rendered(output, text);
+    reply.extra.push(Content::Image {
+        data: prepared.data,
+        mime: prepared.mime.to_string(),
+    });
+    Ok(reply)
 }
