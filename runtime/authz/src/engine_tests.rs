@@ -340,3 +340,42 @@ fn per_action_policy_subsets_decide_exactly_like_the_whole_set() {
         }
     }
 }
+
+/// Remembered decisions are reused only under the context, principal and resource they were
+/// made for: a permission change, another connector, another path or another attribute value
+/// is decided afresh, and a repeat answers exactly as the first evaluation did.
+#[test]
+fn remembered_decisions_never_cross_contexts_principals_or_resources() {
+    let engine = Arc::new(engine(POLICIES).unwrap());
+    let on = Gate::for_snapshot(engine.clone(), "core", &snapshot(true, true, false)).unwrap();
+    let off = Gate::for_snapshot(engine.clone(), "core", &snapshot(false, true, false)).unwrap();
+    let other =
+        Gate::for_snapshot(engine, "desktop", &snapshot(true, true, false)).unwrap();
+    for _ in 0..3 {
+        assert_eq!(
+            on.authorize(READ, &Host, ()).unwrap().policies(),
+            ["connector.core"]
+        );
+        assert!(off.authorize(READ, &Host, ()).is_err());
+        assert!(other.authorize(READ, &Host, ()).is_err());
+        let inside = TestPath {
+            id: "/r/a".into(),
+            inside: true,
+        };
+        let outside = TestPath {
+            id: "/r/a".into(),
+            inside: false,
+        };
+        assert!(on.authorize(READ, &inside, ()).is_ok());
+        let denial = on
+            .authorize(READ, &outside, ())
+            .err()
+            .unwrap_or_else(|| panic!("allowed"));
+        assert_eq!(denial.code, "PATH_NOT_ALLOWED");
+    }
+    // The same request under the whole policy set (never memoized) decides alike.
+    FULL_SET.with(|f| f.set(true));
+    let fresh = on.authorize(READ, &Host, ()).unwrap().policies().to_vec();
+    FULL_SET.with(|f| f.set(false));
+    assert_eq!(fresh, ["connector.core"]);
+}

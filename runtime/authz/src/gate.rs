@@ -3,7 +3,7 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use cedar_policy::{Context, EntityUid};
+use cedar_policy::EntityUid;
 
 use crate::engine::{Denial, Engine, Facts, Snapshot};
 use crate::resource::{ActionId, Resource};
@@ -54,7 +54,7 @@ pub struct Gate {
     engine: Arc<Engine>,
     principal: EntityUid,
     principal_name: String,
-    context: Context,
+    facts: Facts,
 }
 
 impl std::fmt::Debug for Gate {
@@ -73,7 +73,7 @@ impl Gate {
             engine,
             principal,
             principal_name: connector.to_string(),
-            context: facts.0.clone(),
+            facts: facts.clone(),
         })
     }
 
@@ -102,7 +102,7 @@ impl Gate {
     ) -> Result<Authorized<T>, Denial> {
         let decision = self
             .engine
-            .decide(&self.principal, action, resource, &self.context);
+            .decide(&self.principal, action, resource, &self.facts);
         if decision.allowed {
             Ok(Authorized {
                 value,

@@ -98,7 +98,7 @@ mod imp {
     }
 
     /// Opens a regular file for reading; returns it and its permission bits.
-    pub fn open_read(a: &Anchored) -> io::Result<(std::fs::File, u32)> {
+    pub fn open_read(a: &Anchored) -> io::Result<(std::fs::File, u32, u64)> {
         let dir = parent(a, false)?;
         // O_NONBLOCK: should a FIFO have been swapped in, opening it must not hang.
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
@@ -107,7 +107,8 @@ mod imp {
         if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
             return Err(io::Error::other("not a regular file"));
         }
-        Ok((std::fs::File::from(fd), stat.st_mode & 0o7777))
+        let size = u64::try_from(stat.st_size).unwrap_or(0);
+        Ok((std::fs::File::from(fd), stat.st_mode & 0o7777, size))
     }
 
     /// Writes `contents` to the file atomically: a temp file beside it, then a rename.
@@ -170,13 +171,15 @@ mod imp {
         }
     }
 
-    pub fn open_read(a: &Anchored) -> io::Result<(std::fs::File, u32)> {
+    pub fn open_read(a: &Anchored) -> io::Result<(std::fs::File, u32, u64)> {
         recheck(a)?;
         let meta = std::fs::symlink_metadata(full(a))?;
         if !meta.is_file() {
             return Err(io::Error::other("not a regular file"));
         }
-        Ok((std::fs::File::open(full(a))?, 0))
+        let file = std::fs::File::open(full(a))?;
+        let size = file.metadata()?.len();
+        Ok((file, 0, size))
     }
 
     pub fn write(a: &Anchored, contents: &[u8], _mode: Option<u32>) -> io::Result<()> {

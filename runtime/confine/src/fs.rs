@@ -18,9 +18,9 @@ fn anchored(target: &Resolved) -> std::io::Result<Anchored> {
     Anchored::new(root, &target.path)
 }
 
-/// Opens a regular file beneath its root, never through a symlink; returns it and its
-/// permission bits (0 where the platform has none).
-pub fn open(target: &Authorized<Resolved>) -> std::io::Result<(File, u32)> {
+/// Opens a regular file beneath its root, never through a symlink: the file, its permission
+/// bits (0 where the platform has none) and its size when it was opened.
+pub fn open(target: &Authorized<Resolved>) -> std::io::Result<(File, u32, u64)> {
     beneath::open_read(&anchored(target)?)
 }
 
@@ -41,8 +41,7 @@ pub struct Whole {
 /// growing meanwhile), so a huge file costs nothing: it fails with `FileTooLarge`; no room
 /// under the ceiling fails with `ResourceBusy`.
 pub fn read_all(target: &Authorized<Resolved>, max: u64, factor: u64) -> std::io::Result<Whole> {
-    let (f, mode) = open(target)?;
-    let size = f.metadata()?.len();
+    let (f, mode, size) = open(target)?;
     let too_large = || std::io::Error::new(std::io::ErrorKind::FileTooLarge, "file too large");
     if size > max {
         return Err(too_large());
@@ -216,8 +215,7 @@ pub fn read_text(
     end: Option<u64>,
     budget: usize,
 ) -> std::io::Result<Loaded> {
-    let (mut f, _) = open(file)?;
-    let size = f.metadata()?.len();
+    let (mut f, _, size) = open(file)?;
     let mut head = vec![0u8; SNIFF_BYTES.min(usize::try_from(size).unwrap_or(SNIFF_BYTES))];
     let n = read_full(&mut f, &mut head)?;
     head.truncate(n);

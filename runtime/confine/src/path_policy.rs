@@ -268,6 +268,8 @@ impl Roots {
         let mut at = PathBuf::from("/");
         let mut links = 0;
         let mut missing = false;
+        // What the last component looked up is, so the end needs no second look.
+        let mut last: Option<std::fs::FileType> = None;
         while let Some(part) = pending.pop_front() {
             match part {
                 Part::Root => at = PathBuf::from("/"),
@@ -284,6 +286,17 @@ impl Roots {
                 Part::Name(name) if missing => at.push(name),
                 Part::Name(name) => {
                     let next = at.join(&name);
+                    // A root, or an ancestor of one, that lies in no other root was a
+                    // directory when the roots were canonicalized and is where no tool
+                    // writes; looking again per call would cost a syscall a component and
+                    // prove nothing an open could rely on: every open starts at the root
+                    // with O_NOFOLLOW, so a root swapped for a link fails there.
+                    if self.at_or_above_the_roots(&next) {
+                        at = next;
+                        last = None;
+                        continue;
+                    }
+                    last = None;
                     match std::fs::symlink_metadata(&next) {
                         Ok(meta) if meta.file_type().is_symlink() => {
                             links += 1;
@@ -298,7 +311,10 @@ impl Roots {
                             }
                             continue;
                         }
-                        Ok(_) => at = next,
+                        Ok(meta) => {
+                            last = Some(meta.file_type());
+                            at = next;
+                        }
                         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                             at = next;
                             missing = true;
@@ -314,8 +330,23 @@ impl Roots {
         if missing {
             return Ok(Step::Found(at, Kind::Missing));
         }
-        let kind = kind_of(&at)?;
+        let kind = match last {
+            Some(t) if t.is_dir() => Kind::Dir,
+            Some(t) if t.is_file() => Kind::File,
+            Some(_) => Kind::Special,
+            // A root that was removed since the roots were read.
+            None => match kind_of(&at) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Kind::Missing,
+                other => other?,
+            },
+        };
         Ok(Step::Found(at, kind))
+    }
+
+    /// Whether `path` is a root or an ancestor of one, and strictly inside no root.
+    fn at_or_above_the_roots(&self, path: &Path) -> bool {
+        self.roots.iter().any(|r| within(path, r))
+            && !self.roots.iter().any(|r| r != path && within(r, path))
     }
 
     /// The deepest ancestor of `absolute` that resolves, when it lies outside every root.

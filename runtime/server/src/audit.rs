@@ -66,7 +66,14 @@ pub fn overall(decisions: &[Decided]) -> &'static str {
 struct Open {
     file: std::fs::File,
     path: PathBuf,
+    /// Lines written since the file's size was last looked at. Several servers may share the
+    /// log, so the size is read from the file, but only every [`SIZE_CHECK_EVERY`] lines: a
+    /// `stat` per call would cost more than the line itself.
+    unchecked: u32,
 }
+
+/// How many lines may go by between two looks at the log's size.
+const SIZE_CHECK_EVERY: u32 = 64;
 
 /// An append-only audit log.
 #[derive(Debug)]
@@ -98,6 +105,7 @@ impl Audit {
             file: Some(Mutex::new(Open {
                 file: open_private(&path)?,
                 path,
+                unchecked: SIZE_CHECK_EVERY,
             })),
             command_lines,
         })
@@ -138,7 +146,12 @@ impl Audit {
             tracing::warn!("audit log lock poisoned");
             return;
         };
-        if open.file.metadata().is_ok_and(|m| m.len() >= ROTATE_BYTES) {
+        open.unchecked += 1;
+        let look = open.unchecked >= SIZE_CHECK_EVERY;
+        if look {
+            open.unchecked = 0;
+        }
+        if look && open.file.metadata().is_ok_and(|m| m.len() >= ROTATE_BYTES) {
             let rotated = open.path.with_extension("jsonl.1");
             match std::fs::rename(&open.path, &rotated).and_then(|()| open_private(&open.path)) {
                 Ok(f) => open.file = f,
@@ -228,5 +241,52 @@ pub fn show(
                 out.flush()?;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Entry<'static> {
+        Entry {
+            ts_ms: 1,
+            connector: "core",
+            tool: "read",
+            decision: "allow",
+            decisions: Vec::new(),
+            more_decisions: 0,
+            input: None,
+            outcome: "ok",
+            duration_us: 1,
+            labels: Vec::new(),
+        }
+    }
+
+    /// The size is looked at on the first line and then every 64: a log found full when the
+    /// server starts moves aside at once, and one that fills up moves within 64 lines.
+    #[test]
+    fn a_full_log_moves_aside_within_the_lines_between_two_looks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        std::fs::write(&path, vec![b'x'; ROTATE_BYTES as usize]).unwrap();
+        let audit = Audit::open(dir.path(), false).unwrap();
+        audit.record(&mut entry());
+        let rotated = dir.path().join("audit.jsonl.1");
+        assert_eq!(std::fs::metadata(&rotated).unwrap().len(), ROTATE_BYTES);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
+
+        // Fill it again behind the server's back (another server sharing the log).
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(&vec![b'y'; ROTATE_BYTES as usize])
+            .unwrap();
+        for _ in 0..SIZE_CHECK_EVERY {
+            audit.record(&mut entry());
+        }
+        assert!(std::fs::metadata(&path).unwrap().len() < ROTATE_BYTES);
+        assert!(std::fs::metadata(&rotated).unwrap().len() > ROTATE_BYTES);
     }
 }

@@ -188,10 +188,16 @@ fn main() -> ExitCode {
             // Declared before the runtime, so dropped after it (tasks holding the pipes are
             // gone by then), even when a panic unwinds out of serving.
             let restore = gantry::stdio::RestoreOnDrop;
-            // Multi-threaded for stdio too: one client still pipelines calls, and encoding a big
-            // reply on one worker while the next call runs on another beat a single thread
-            // (peer bench: 1.9x the calls/s for 256 KB reads, same sequential latency).
-            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            // One thread for stdio: one client, one pipe, and no wake-ups between workers.
+            // Measured against the multi-threaded runtime on 2 cores (peer bench, same
+            // machine): server CPU per 1 KB read 25 µs instead of 35–40, and 256 KB reads at
+            // the same calls/s. Slow work (globs, big files, patches) still leaves the thread.
+            // HTTP serves many clients and keeps the multi-threaded runtime.
+            let mut builder = if args.stdio {
+                tokio::runtime::Builder::new_current_thread()
+            } else {
+                tokio::runtime::Builder::new_multi_thread()
+            };
             let runtime = match builder.enable_all().build() {
                 Ok(r) => r,
                 Err(e) => return fail(&[format!("cannot start the async runtime: {e}")]),

@@ -33,10 +33,11 @@ impl CoreTools {
     }
 }
 
-/// Runs blocking filesystem work. On the multi-threaded runtime the server uses, the current
-/// worker hands its other tasks off and runs the work in place (no thread hop: a `read` of a
-/// small file costs tens of microseconds, a hop to the blocking pool as much again); elsewhere
-/// (a current-thread runtime in a test harness) it goes to the blocking pool.
+/// Runs blocking filesystem work. On the multi-threaded runtime (HTTP), the current worker
+/// hands its other tasks off and runs the work in place (no thread hop: a `read` of a small
+/// file costs tens of microseconds, a hop to the blocking pool as much again); on the
+/// current-thread runtime (stdio) it goes to the blocking pool, so the one thread keeps
+/// reading requests.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ToolError> {

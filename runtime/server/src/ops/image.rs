@@ -78,12 +78,8 @@ fn invalid(path: &str, what: impl std::fmt::Display) -> ToolError {
 /// Reads, checks, decodes and bounds the image at `file`.
 pub fn prepare(file: &Authorized<Resolved>, bounds: Bounds) -> Result<Prepared, ToolError> {
     let path = file.given.as_str();
-    let (f, _) =
+    let (f, _, size) =
         super::fs::open(file).map_err(|e| ToolError::os(format!("{path}: cannot open"), &e))?;
-    let size = f
-        .metadata()
-        .map_err(|e| ToolError::os(format!("{path}: cannot stat"), &e))?
-        .len();
     if size > bounds.max_file_bytes {
         return Err(ToolError::new(
             ErrorCode::OutputLimit,
