@@ -22,4 +22,6 @@ mod faults;
 mod files;
 mod http;
 mod policies;
+#[cfg(unix)]
+mod shell_env;
 mod surface;

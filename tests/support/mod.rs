@@ -84,6 +84,15 @@ impl Sandbox {
         std::fs::write(p, text).unwrap();
     }
 
+    /// Writes `rel` under the sandbox's HOME (the one `serve` gives the server).
+    pub fn write_home(&self, rel: &str, text: &str) {
+        let p = self.path("home").join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(p, text).unwrap();
+    }
+
     pub fn config(&self, text: &str) {
         std::fs::write(self.path("config.toml"), text).unwrap();
     }

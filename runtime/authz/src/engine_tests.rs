@@ -349,8 +349,7 @@ fn remembered_decisions_never_cross_contexts_principals_or_resources() {
     let engine = Arc::new(engine(POLICIES).unwrap());
     let on = Gate::for_snapshot(engine.clone(), "core", &snapshot(true, true, false)).unwrap();
     let off = Gate::for_snapshot(engine.clone(), "core", &snapshot(false, true, false)).unwrap();
-    let other =
-        Gate::for_snapshot(engine, "desktop", &snapshot(true, true, false)).unwrap();
+    let other = Gate::for_snapshot(engine, "desktop", &snapshot(true, true, false)).unwrap();
     for _ in 0..3 {
         assert_eq!(
             on.authorize(READ, &Host, ()).unwrap().policies(),

@@ -202,6 +202,7 @@ impl App {
             idle_timeout: settings.session_idle,
             spill_dir: settings.state_dir.join("spill"),
             spill_cap: generated::core::limits::exec_command::SPILL_CAP.get(),
+            snapshot_dir: Some(settings.state_dir.join("shell")),
         }));
         let permissions = PermissionState::new(
             Platform::current(),

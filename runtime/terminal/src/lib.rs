@@ -12,6 +12,7 @@ mod registry;
 pub mod sanitize;
 mod session;
 pub mod shell;
+pub mod snapshot;
 pub mod window;
 
 pub use registry::{Commands, Config, Outcome, Registry, Run, TerminalError};

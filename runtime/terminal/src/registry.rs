@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::session::{Exit, Session, Spawn, Wait};
 use crate::shell::{Shell, batch_script};
+use crate::snapshot::{Prepared, Snapshots};
 use crate::window::{Drained, SpillConfig};
 
 /// Registry settings.
@@ -21,6 +22,9 @@ pub struct Config {
     pub spill_dir: PathBuf,
     /// Largest spill file.
     pub spill_cap: u64,
+    /// Where the snapshot of the login environment is kept; `None` runs every command in a
+    /// login shell.
+    pub snapshot_dir: Option<PathBuf>,
 }
 
 /// What to run.
@@ -85,6 +89,7 @@ pub enum TerminalError {
 pub struct Registry {
     config: Config,
     shell: Shell,
+    snapshots: Option<Arc<Snapshots>>,
     sessions: Mutex<HashMap<u64, Arc<Session>>>,
 }
 
@@ -134,9 +139,22 @@ impl Registry {
     /// An empty registry using the host's shell.
     pub fn new(config: Config) -> Registry {
         crate::window::prune(&config.spill_dir, Duration::from_secs(24 * 3600));
+        let shell = Shell::detect();
+        let snapshots = config
+            .snapshot_dir
+            .clone()
+            .map(|dir| Arc::new(Snapshots::new(shell.clone(), dir, None)));
+        // Taken now, in the background, so the first command does not pay the profile.
+        if let Some(s) = &snapshots {
+            let s = s.clone();
+            let _ = std::thread::Builder::new()
+                .name("gantry-shell-snapshot".into())
+                .spawn(move || s.prepare());
+        }
         Registry {
             config,
-            shell: Shell::detect(),
+            shell,
+            snapshots,
             sessions: Mutex::new(HashMap::new()),
         }
     }
@@ -216,7 +234,6 @@ impl Registry {
         budget: usize,
     ) -> Result<Outcome, TerminalError> {
         let started = Instant::now();
-        let deadline = tokio::time::Instant::now() + yield_for;
         let (script, batch_nonce) = match &run.commands {
             Commands::One(cmd) => (cmd.clone(), None),
             Commands::Batch(cmds) => {
@@ -225,6 +242,22 @@ impl Registry {
             }
         };
         let mut notes = Vec::new();
+        let prepared = match &self.snapshots {
+            Some(s) => {
+                let s = s.clone();
+                tokio::task::spawn_blocking(move || s.prepare())
+                    .await
+                    .unwrap_or_else(|e| Prepared::Login(format!("snapshot failed: {e}")))
+            }
+            None => Prepared::Login(String::new()),
+        };
+        if let Prepared::Login(why) | Prepared::Plain(why) = &prepared
+            && !why.is_empty()
+        {
+            notes.push(why.clone());
+        }
+        // The yield counts from the command's start, not from a wait for the snapshot.
+        let deadline = tokio::time::Instant::now() + yield_for;
         let mut evicted = Vec::new();
         let session = {
             let mut sessions = self.sessions();
@@ -252,7 +285,12 @@ impl Registry {
             }
             let id = new_id(&sessions)?;
             let spawn = Spawn {
-                invocation: self.shell.invocation(&script),
+                invocation: self.shell.prepared_invocation(
+                    &script,
+                    &prepared,
+                    &run.env,
+                    &run.env_remove,
+                ),
                 cwd: run.cwd,
                 env: run.env,
                 env_remove: run.env_remove,

@@ -75,12 +75,55 @@ impl Shell {
     }
 }
 
+impl Shell {
+    /// How to run `script` with the user's environment as `prepared` says: sourcing the
+    /// snapshot in a plain shell, then the call's own variables (they win over the profile's)
+    /// and removals, then the script; or a login shell as [`Shell::invocation`] does.
+    pub fn prepared_invocation(
+        &self,
+        script: &str,
+        prepared: &crate::snapshot::Prepared,
+        env: &[(String, String)],
+        remove: &[String],
+    ) -> Invocation {
+        if self.kind != ShellKind::Posix {
+            return self.invocation(script);
+        }
+        let mut s = match prepared {
+            crate::snapshot::Prepared::Snapshot(file) => {
+                format!(". {}\n", posix_quote(&file.to_string_lossy()))
+            }
+            crate::snapshot::Prepared::Plain(_) => String::new(),
+            crate::snapshot::Prepared::Login(_) => return self.invocation(script),
+        };
+        for (k, v) in env.iter().filter(|(k, _)| is_name(k)) {
+            s.push_str(&format!("export {k}={}\n", posix_quote(v)));
+        }
+        for k in remove.iter().filter(|k| is_name(k)) {
+            s.push_str(&format!("unset {k}\n"));
+        }
+        s.push_str(script);
+        let mut args = crate::snapshot::plain_args(self);
+        args.push(s.into());
+        Invocation {
+            program: self.path.clone(),
+            args,
+        }
+    }
+}
+
+fn is_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// Marks the end of one batch item in the output; followed by `<index> <exit code>`.
 pub fn marker(nonce: &str) -> String {
     format!("@@gantry-{nonce}@@")
 }
 
-fn posix_quote(s: &str) -> String {
+/// `s` in single quotes, safe as one word in any POSIX shell.
+pub(crate) fn posix_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

@@ -13,6 +13,7 @@ fn registry(dir: &std::path::Path, max: usize) -> Registry {
         idle_timeout: Duration::from_secs(600),
         spill_dir: dir.join("spill"),
         spill_cap: 16 << 20,
+        snapshot_dir: None,
     })
 }
 
@@ -352,6 +353,7 @@ async fn idle_sessions_are_reaped() {
         idle_timeout: Duration::from_millis(200),
         spill_dir: dir.path().join("spill"),
         spill_cap: 1 << 20,
+        snapshot_dir: None,
     });
     let marker = "320.0421";
     let o = r

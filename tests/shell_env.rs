@@ -1,0 +1,96 @@
+//! Commands get the user's login environment from a snapshot: the profile's PATH plus what it
+//! dropped from the server's, its functions and aliases; a profile edit is picked up; a
+//! profile that hangs costs one bounded wait and is said, never a hung command.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::{Sandbox, call, gantry, stdio_client, text};
+
+/// The command's output: what follows the `Output:` line.
+fn output(r: &rmcp::model::CallToolResult) -> String {
+    let t = text(r);
+    t.split_once("\nOutput:\n")
+        .map(|(_, o)| o.to_string())
+        .unwrap_or_else(|| panic!("no output in {t}"))
+}
+
+/// A server whose HOME (the sandbox's) has `profile` as its bash login profile, started the
+/// way a client would start it: with its own PATH.
+async fn serve_with_profile(
+    sb: &Sandbox,
+    profile: &str,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    sb.write_home(".bash_profile", profile);
+    let mut cmd = sb.serve(Path::new(gantry()), &["--stdio"]);
+    cmd.env("SHELL", "/bin/bash")
+        .env("PATH", "/opt/from-client/bin:/usr/bin:/bin");
+    stdio_client(cmd).await.1
+}
+
+#[tokio::test]
+async fn the_profiles_path_functions_and_aliases_reach_commands() {
+    let sb = Sandbox::new();
+    let client = serve_with_profile(
+        &sb,
+        "export PATH=/usr/local/bin:/usr/bin:/bin\nexport FROM_PROFILE=yes\ngreet() { echo \"hello $1\"; }\nalias ll='echo listing'\n",
+    )
+    .await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "echo \"$PATH\"; echo \"$FROM_PROFILE\"; greet you; ll", "env": { "FROM_PROFILE": "from the call" } }),
+    )
+    .await;
+    assert_eq!(
+        output(&r),
+        "/usr/local/bin:/usr/bin:/bin:/opt/from-client/bin\nfrom the call\nhello you\nlisting\n",
+        "{}",
+        text(&r)
+    );
+    // No login shell ran for the command: the snapshot stands in for it.
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "shopt -q login_shell && echo login || echo plain" }),
+    )
+    .await;
+    assert_eq!(output(&r), "plain\n", "{}", text(&r));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_edited_profile_is_picked_up_by_the_next_command() {
+    let sb = Sandbox::new();
+    let client = serve_with_profile(&sb, "export STAGE=one\n").await;
+    let r = call(&client, "exec_command", json!({ "cmd": "echo $STAGE" })).await;
+    assert_eq!(output(&r), "one\n", "{}", text(&r));
+    // A different size as well as a new mtime, so the change shows even on a coarse clock.
+    sb.write_home(".bash_profile", "export STAGE=two-after-edit\n");
+    let r = call(&client, "exec_command", json!({ "cmd": "echo $STAGE" })).await;
+    assert_eq!(output(&r), "two-after-edit\n", "{}", text(&r));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_profile_that_hangs_costs_one_bounded_wait_and_is_reported() {
+    let sb = Sandbox::new();
+    let client = serve_with_profile(&sb, "export EARLY=1\nsleep 600\n").await;
+    let started = Instant::now();
+    let r = call(&client, "exec_command", json!({ "cmd": "echo ran" })).await;
+    assert_eq!(output(&r), "ran\n", "{}", text(&r));
+    assert!(
+        text(&r).contains("did not finish within 10 s; ran without the profile"),
+        "{}",
+        text(&r)
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+    // The next command does not wait again.
+    let started = Instant::now();
+    let r = call(&client, "exec_command", json!({ "cmd": "echo again" })).await;
+    assert_eq!(output(&r), "again\n", "{}", text(&r));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    client.cancel().await.unwrap();
+}
