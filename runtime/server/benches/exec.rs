@@ -1,6 +1,8 @@
-//! `exec_command` through a real MCP client over stdio against the real `gantry`, beside the
-//! floor of spawning the same shell in a PTY directly from Rust (portable-pty, same login
-//! shell, same command, read to EOF, wait), measured in the same run. Then the server's
+//! `exec_command` through a real MCP client over stdio against the real `gantry`, with the
+//! machine's real HOME and shell profile: first p50/p99 of `echo hi` beside `bash -lc 'echo
+//! hi'` and a bare fork+exec of /bin/echo, then (criterion) beside the floor of spawning the
+//! same login shell in a PTY directly from Rust (portable-pty, same command, read to EOF,
+//! wait), all measured in the same run. Then the server's
 //! resident memory with 64 live sessions, against the same server idle.
 //!
 //! `cargo bench -p gantry --bench exec`
@@ -78,6 +80,52 @@ fn benches(c: &mut Criterion) {
     let _runtime = rt.enter();
     let cmd = sb.serve_as_user(Path::new(gantry()), &["--stdio"]);
     let (pid, client) = rt.block_on(stdio_client(cmd));
+
+    // p50/p99 side by side, same run: what a user's shell costs by itself, and the floor of
+    // starting any process at all.
+    let samples = |what: &str, f: &mut dyn FnMut()| {
+        for _ in 0..10 {
+            f();
+        }
+        let mut t: Vec<std::time::Duration> = (0..300)
+            .map(|_| {
+                let s = std::time::Instant::now();
+                f();
+                s.elapsed()
+            })
+            .collect();
+        t.sort();
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "{what:<44} p50 {:>7.2} ms  p99 {:>7.2} ms",
+            ms(t[t.len() / 2]),
+            ms(t[t.len() * 99 / 100])
+        );
+        ms(t[t.len() / 2])
+    };
+    println!("
+echo hi, 300 runs each, real HOME and profile ({})", shell());
+    let ours = samples("exec_command over stdio (MCP)", &mut || {
+        let r = rt.block_on(call(&client, json!({ "cmd": "echo hi" })));
+        assert!(support::text(&r).ends_with("Output:\nhi\n"));
+    });
+    let login = samples("bash -lc 'echo hi' (no PTY)", &mut || {
+        let out = std::process::Command::new(shell())
+            .args(["-lc", "echo hi"])
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, b"hi\n");
+    });
+    let floor = samples("fork+exec /bin/echo", &mut || {
+        let out = std::process::Command::new("/bin/echo").arg("hi").output().unwrap();
+        assert_eq!(out.stdout, b"hi\n");
+    });
+    println!(
+        "exec_command p50 is {:.2}x the login shell's and {:.1}x a bare fork+exec\n",
+        ours / login,
+        ours / floor
+    );
 
     let mut g = c.benchmark_group("exec echo hi");
     g.bench_function("floor: same shell in a PTY from Rust", |b| {
