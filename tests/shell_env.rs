@@ -94,3 +94,95 @@ async fn a_profile_that_hangs_costs_one_bounded_wait_and_is_reported() {
     assert!(started.elapsed() < Duration::from_secs(5));
     client.cancel().await.unwrap();
 }
+
+/// The pids of live processes whose command line mentions `needle`.
+#[cfg(target_os = "linux")]
+fn pids_mentioning(needle: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmd)
+                .contains(needle)
+                .then_some(pid)
+        })
+        .collect()
+}
+
+/// After a command, the next shell is already running (snapshot sourced, waiting); the next
+/// command runs in that very process, in its own directory and environment, and nothing of
+/// one command's shell state reaches the next.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_next_command_runs_in_a_shell_started_ahead_of_it() {
+    let sb = Sandbox::new();
+    let client = serve_with_profile(&sb, "greet() { echo \"hello $1\"; }\n").await;
+    let fifo_dir = sb.path("state").join("shell");
+    let needle = format!("{}/warm-", fifo_dir.display());
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "export LEAK=1; cd /tmp" }),
+    )
+    .await;
+    assert_eq!(crate::support::facts(&r)["exit_code"], 0, "{}", text(&r));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let waiting = loop {
+        let pids = pids_mentioning(&needle);
+        if !pids.is_empty() || Instant::now() > deadline {
+            break pids;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(waiting.len(), 1, "one warm shell, not {waiting:?}");
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "echo $$; pwd; echo ${LEAK:-none}; greet warm; exit 3", "env": { "X": "y" } }),
+    )
+    .await;
+    let root = sb.root().canonicalize().unwrap();
+    assert_eq!(
+        output(&r),
+        format!("{}\n{}\nnone\nhello warm\n", waiting[0], root.display()),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(crate::support::facts(&r)["exit_code"], 3);
+    // A batch runs in a warm shell too, with its per-item codes.
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmds": ["true", "false", "echo done"] }),
+    )
+    .await;
+    let f = crate::support::facts(&r);
+    assert_eq!(f["items"][1]["exit_code"], 1, "{}", text(&r));
+    assert!(output(&r).contains("done"), "{}", text(&r));
+    client.cancel().await.unwrap();
+    // The server is gone: so is its warm shell.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !pids_mentioning(&needle).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(pids_mentioning(&needle).is_empty());
+}
+
+/// Back to back, every command's output is whole, whether its shell was warm or not.
+#[tokio::test]
+async fn back_to_back_commands_each_return_their_whole_output() {
+    let sb = Sandbox::new();
+    let client = serve_with_profile(&sb, "export A=1\n").await;
+    for i in 0..60 {
+        let r = call(
+            &client,
+            "exec_command",
+            json!({ "cmd": format!("echo hi {i}") }),
+        )
+        .await;
+        assert_eq!(output(&r), format!("hi {i}\n"), "call {i}: {:?}", text(&r));
+    }
+    client.cancel().await.unwrap();
+}

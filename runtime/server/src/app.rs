@@ -203,6 +203,7 @@ impl App {
             spill_dir: settings.state_dir.join("spill"),
             spill_cap: generated::core::limits::exec_command::SPILL_CAP.get(),
             snapshot_dir: Some(settings.state_dir.join("shell")),
+            warm_shell: settings.warm_shell,
         }));
         let permissions = PermissionState::new(
             Platform::current(),

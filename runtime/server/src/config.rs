@@ -58,6 +58,7 @@ struct ConfigFile {
     allowed_origins: Option<Vec<String>>,
     session_idle: Option<toml::Spanned<String>>,
     audit_command_lines: Option<bool>,
+    warm_shell: Option<bool>,
     #[serde(default)]
     permissions: BTreeMap<toml::Spanned<String>, bool>,
 }
@@ -91,6 +92,8 @@ pub struct Settings {
     pub session_idle: std::time::Duration,
     /// Whether audit lines keep command lines (off: the content-safe audit).
     pub audit_command_lines: bool,
+    /// Keep one shell started ahead of the next command (bash with a snapshot).
+    pub warm_shell: bool,
     /// Whether the root is the current directory because none was given.
     pub defaulted_root: bool,
 }
@@ -355,6 +358,7 @@ impl Settings {
             allowed_origins,
             session_idle,
             audit_command_lines: file.audit_command_lines.unwrap_or(true),
+            warm_shell: file.warm_shell.unwrap_or(true),
             defaulted_root,
         })
     }

@@ -13,6 +13,7 @@ pub mod sanitize;
 mod session;
 pub mod shell;
 pub mod snapshot;
+mod warm;
 pub mod window;
 
 pub use registry::{Commands, Config, Outcome, Registry, Run, TerminalError};

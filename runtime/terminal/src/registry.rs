@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crate::session::{Exit, Session, Spawn, Wait};
 use crate::shell::{Shell, batch_script};
 use crate::snapshot::{Prepared, Snapshots};
+use crate::warm::{self, Recipe, Warm};
 use crate::window::{Drained, SpillConfig};
 
 /// Registry settings.
@@ -25,6 +26,8 @@ pub struct Config {
     /// Where the snapshot of the login environment is kept; `None` runs every command in a
     /// login shell.
     pub snapshot_dir: Option<PathBuf>,
+    /// Keep a shell started ahead of the next command (with a snapshot, on Unix).
+    pub warm_shell: bool,
 }
 
 /// What to run.
@@ -91,6 +94,25 @@ pub struct Registry {
     shell: Shell,
     snapshots: Option<Arc<Snapshots>>,
     sessions: Mutex<HashMap<u64, Arc<Session>>>,
+    /// The shell started ahead of the next command, if any.
+    warm: Arc<Mutex<Option<Warm>>>,
+    /// Set (under the warm slot's lock) by shutdown: no warm shell is started after it.
+    closed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+fn lock_warm(slot: &Mutex<Option<Warm>>) -> MutexGuard<'_, Option<Warm>> {
+    match slot.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Ends a warm shell nobody will use, off the caller's thread.
+fn discard(w: Warm) {
+    let _ = std::fs::remove_file(&w.fifo);
+    let _ = std::thread::Builder::new()
+        .name("gantry-warm-end".into())
+        .spawn(move || w.session.terminate());
 }
 
 /// A fresh session id: 53 random bits from the OS CSPRNG (so a JSON number carries it
@@ -151,11 +173,23 @@ impl Registry {
                 .name("gantry-shell-snapshot".into())
                 .spawn(move || s.prepare());
         }
+        // FIFOs a previous instance left behind.
+        if let Some(dir) = &config.snapshot_dir
+            && let Ok(entries) = std::fs::read_dir(dir)
+        {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with("warm-") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
         Registry {
             config,
             shell,
             snapshots,
             sessions: Mutex::new(HashMap::new()),
+            warm: Arc::new(Mutex::new(None)),
+            closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
     }
 
@@ -234,13 +268,6 @@ impl Registry {
         budget: usize,
     ) -> Result<Outcome, TerminalError> {
         let started = Instant::now();
-        let (script, batch_nonce) = match &run.commands {
-            Commands::One(cmd) => (cmd.clone(), None),
-            Commands::Batch(cmds) => {
-                let n = nonce();
-                (batch_script(self.shell.kind, cmds, &n), Some(n))
-            }
-        };
         let mut notes = Vec::new();
         let prepared = match &self.snapshots {
             Some(s) => {
@@ -256,6 +283,64 @@ impl Registry {
         {
             notes.push(why.clone());
         }
+        let recipe = match (&prepared, &self.config.snapshot_dir) {
+            (Prepared::Snapshot(file, generation), Some(dir))
+                if self.config.warm_shell && warm::supported(&self.shell) =>
+            {
+                Some(Recipe {
+                    shell: self.shell.clone(),
+                    snapshot: file.clone(),
+                    generation: *generation,
+                    env_remove: run.env_remove.clone(),
+                    dir: dir.clone(),
+                })
+            }
+            _ => None,
+        };
+        let warm = recipe.as_ref().and_then(|r| self.take_warm(r));
+        let (script, batch_nonce) = match &run.commands {
+            Commands::One(cmd) => (cmd.clone(), None),
+            Commands::Batch(cmds) => {
+                let n = nonce();
+                (batch_script(self.shell.kind, cmds, &n), Some(n))
+            }
+        };
+        // A warm shell gets its command through its FIFO; one that cannot take it is ended
+        // and the command starts cold.
+        let warm = match warm {
+            Some(w) => {
+                let Some(text) = warm::command_text(&run.cwd, &run.env, &run.env_remove, &script)
+                else {
+                    // A NUL in the command: the cold path refuses it; the shell stays warm.
+                    let mut slot = lock_warm(&self.warm);
+                    if slot.is_none() {
+                        *slot = Some(w);
+                    } else {
+                        drop(slot);
+                        discard(w);
+                    }
+                    return Err(TerminalError::Spawn(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "the command holds a NUL byte",
+                    )));
+                };
+                let fifo = w.fifo.clone();
+                w.session.expect_markers(batch_nonce.clone());
+                match tokio::task::spawn_blocking(move || warm::send(&fifo, &text)).await {
+                    Ok(Ok(())) => Some(w),
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "warm shell did not take its command");
+                        discard(w);
+                        None
+                    }
+                    Err(_) => {
+                        discard(w);
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
         // The yield counts from the command's start, not from a wait for the snapshot.
         let deadline = tokio::time::Instant::now() + yield_for;
         let mut evicted = Vec::new();
@@ -270,7 +355,7 @@ impl Registry {
                 let Some((id, idle)) = victim else { break };
                 if let Some(s) = sessions.remove(&id) {
                     // Another connector's session is not named: its id is its secret.
-                    let which = if s.owner == run.owner {
+                    let which = if s.owner() == run.owner {
                         format!("session {id}")
                     } else {
                         "a session of another connector".to_string()
@@ -283,35 +368,104 @@ impl Registry {
                     evicted.push(s);
                 }
             }
-            let id = new_id(&sessions)?;
-            let spawn = Spawn {
-                invocation: self.shell.prepared_invocation(
-                    &script,
-                    &prepared,
-                    &run.env,
-                    &run.env_remove,
-                ),
-                cwd: run.cwd,
-                env: run.env,
-                env_remove: run.env_remove,
-                batch_nonce,
-                owner: run.owner,
-            };
-            let session =
-                Session::start(id, spawn, self.spill(id)).map_err(TerminalError::Spawn)?;
-            sessions.insert(id, session.clone());
-            session
+            match warm {
+                // Its id was drawn when it started; one now in use (about 2^-53) is not
+                // taken, the shell is ended and the command runs cold.
+                Some(w) if !sessions.contains_key(&w.session.id) && w.session.claim(&run.owner) => {
+                    sessions.insert(w.session.id, w.session.clone());
+                    w.session
+                }
+                other => {
+                    if let Some(w) = other {
+                        discard(w);
+                    }
+                    let id = new_id(&sessions)?;
+                    let spawn = Spawn {
+                        invocation: self.shell.prepared_invocation(
+                            &script,
+                            &prepared,
+                            &run.env,
+                            &run.env_remove,
+                        ),
+                        cwd: run.cwd,
+                        env: run.env,
+                        env_remove: run.env_remove,
+                        batch_nonce,
+                        owner: Some(run.owner),
+                    };
+                    let session =
+                        Session::start(id, spawn, self.spill(id)).map_err(TerminalError::Spawn)?;
+                    sessions.insert(id, session.clone());
+                    session
+                }
+            }
         };
         end(evicted).await;
         let collected = session.collect(Wait::Full, deadline, budget).await;
+        // The next shell starts once this command has had the machine to itself.
+        if let Some(r) = recipe {
+            self.refill(r);
+        }
         Ok(self.finish(&session, collected, started, notes).await)
+    }
+
+    /// The warm shell, if it fits `recipe` (same snapshot, same removals) and still lives; a
+    /// stale one is ended.
+    fn take_warm(&self, recipe: &Recipe) -> Option<Warm> {
+        let w = lock_warm(&self.warm).take()?;
+        if w.generation == recipe.generation
+            && w.env_remove == recipe.env_remove
+            && !w.session.exited()
+        {
+            Some(w)
+        } else {
+            discard(w);
+            None
+        }
+    }
+
+    /// Starts the next warm shell in the background, unless one is already there.
+    fn refill(&self, recipe: Recipe) {
+        if lock_warm(&self.warm).is_some() || self.closed.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        let slot = self.warm.clone();
+        let closed = self.closed.clone();
+        let spill_dir = self.config.spill_dir.clone();
+        let spill_cap = self.config.spill_cap;
+        let _ = std::thread::Builder::new()
+            .name("gantry-warm-start".into())
+            .spawn(move || {
+                let Ok(id) = new_id(&HashMap::new()) else {
+                    return;
+                };
+                let spill = SpillConfig {
+                    dir: spill_dir,
+                    cap: spill_cap,
+                    prefix: format!("exec-{id}"),
+                };
+                match warm::start(&recipe, id, spill) {
+                    Ok(w) => {
+                        let mut g = lock_warm(&slot);
+                        if g.is_none() && !closed.load(std::sync::atomic::Ordering::SeqCst) {
+                            *g = Some(w);
+                        } else {
+                            drop(g);
+                            let _ = std::fs::remove_file(&w.fifo);
+                            w.session.terminate();
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "no warm shell"),
+                }
+            });
     }
 
     /// The session `id` of `owner`; another owner's session is as unknown as a missing one.
     fn get(&self, owner: &str, id: u64) -> Result<Arc<Session>, TerminalError> {
         self.sessions()
             .get(&id)
-            .filter(|s| s.owner == owner)
+            .filter(|s| s.owner() == owner)
             .cloned()
             .ok_or(TerminalError::UnknownSession(id))
     }
@@ -351,7 +505,7 @@ impl Registry {
         let session = {
             let mut sessions = self.sessions();
             match sessions.get(&id) {
-                Some(s) if s.owner == owner => sessions.remove(&id),
+                Some(s) if s.owner() == owner => sessions.remove(&id),
                 _ => None,
             }
         }
@@ -385,7 +539,15 @@ impl Registry {
 
     /// Ends every session (server shutdown).
     pub fn shutdown(&self) {
-        let all: Vec<Arc<Session>> = self.sessions().drain().map(|(_, s)| s).collect();
+        let mut all: Vec<Arc<Session>> = self.sessions().drain().map(|(_, s)| s).collect();
+        {
+            let mut slot = lock_warm(&self.warm);
+            self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+            if let Some(w) = slot.take() {
+                let _ = std::fs::remove_file(&w.fifo);
+                all.push(w.session);
+            }
+        }
         terminate_all(&all);
     }
 }

@@ -34,8 +34,9 @@ pub struct Spawn {
     pub env_remove: Vec<String>,
     /// Batch marker nonce, when the script is a batch.
     pub batch_nonce: Option<String>,
-    /// Who starts it (see [`Session::owner`]).
-    pub owner: String,
+    /// Who starts it (see [`Session::owner`]); `None` for a shell started ahead of its
+    /// command, which gets its owner with the command ([`Session::claim`]).
+    pub owner: Option<String>,
 }
 
 /// How a session ended.
@@ -77,6 +78,9 @@ struct MarkerFilter {
     nonce: Option<String>,
     partial: String,
     blank_pending: bool,
+    /// The start of the current line was already shown (a prompt, or a line that arrived in
+    /// pieces): its newline ends it, it is not a blank line.
+    mid_line: bool,
 }
 
 impl MarkerFilter {
@@ -90,7 +94,9 @@ impl MarkerFilter {
         while let Some(nl) = self.partial.find('\n') {
             let line: String = self.partial.drain(..=nl).collect();
             let body = &line[..line.len() - 1];
-            if let Some(item) = parse_marker(body, nonce) {
+            if std::mem::take(&mut self.mid_line) {
+                out.push_str(&line);
+            } else if let Some(item) = parse_marker(body, nonce) {
                 items.push(item);
                 self.blank_pending = false;
                 out.push_str(&format!("[exit {}]\n", item.1));
@@ -117,6 +123,7 @@ impl MarkerFilter {
                 self.blank_pending = false;
             }
             out.push_str(&std::mem::take(&mut self.partial));
+            self.mid_line = true;
         }
     }
 }
@@ -137,7 +144,7 @@ pub struct Session {
     /// Its id.
     pub id: u64,
     /// The connector instance that started it: only it may reach the session.
-    pub owner: String,
+    owner: std::sync::OnceLock<String>,
     pid: u32,
     tag: String,
     start_ticks: u64,
@@ -238,7 +245,10 @@ impl Session {
 
         let session = Arc::new(Session {
             id,
-            owner: spawn.owner.clone(),
+            owner: spawn
+                .owner
+                .clone()
+                .map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from),
             pid,
             tag,
             start_ticks,
@@ -315,6 +325,22 @@ impl Session {
                 s.notify.notify_waiters();
             })?;
         Ok(session)
+    }
+
+    /// Which batch markers the output carries (a shell started ahead of its command learns
+    /// it with the command).
+    pub fn expect_markers(&self, nonce: Option<String>) {
+        lock(&self.state).filter.nonce = nonce;
+    }
+
+    /// The connector instance the session answers to (empty until claimed).
+    pub fn owner(&self) -> &str {
+        self.owner.get().map_or("", String::as_str)
+    }
+
+    /// Gives a session started ahead of its command its owner; false if it had one.
+    pub fn claim(&self, owner: &str) -> bool {
+        self.owner.set(owner.to_string()).is_ok()
     }
 
     /// When the session was last used.
@@ -427,4 +453,31 @@ impl Drop for Session {
 /// portable-pty reports `anyhow` errors; keep that crate out of our signatures.
 fn other(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filtered(pieces: &[&str]) -> (String, Vec<(usize, i32)>) {
+        let mut f = MarkerFilter {
+            nonce: Some("n".into()),
+            ..MarkerFilter::default()
+        };
+        let (mut out, mut items) = (String::new(), Vec::new());
+        for p in pieces {
+            f.feed(p, &mut items, &mut out);
+        }
+        (out, items)
+    }
+
+    /// A line that arrives in pieces keeps its newline; only the blank line a batch prints
+    /// before its marker is dropped.
+    #[test]
+    fn a_line_in_pieces_is_not_taken_for_a_blank_line() {
+        assert_eq!(filtered(&["hi", "\n"]).0, "hi\n");
+        assert_eq!(filtered(&["hi\n", "\n", "x\n"]).0, "hi\n\nx\n");
+        let (out, items) = filtered(&["a", "\n", "\n@@gantry-n@@ 1 0\n"]);
+        assert_eq!((out.as_str(), items), ("a\n[exit 0]\n", vec![(1, 0)]));
+    }
 }

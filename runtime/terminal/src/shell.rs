@@ -90,7 +90,7 @@ impl Shell {
             return self.invocation(script);
         }
         let mut s = match prepared {
-            crate::snapshot::Prepared::Snapshot(file) => {
+            crate::snapshot::Prepared::Snapshot(file, _) => {
                 format!(". {}\n", posix_quote(&file.to_string_lossy()))
             }
             crate::snapshot::Prepared::Plain(_) => String::new(),
@@ -112,7 +112,7 @@ impl Shell {
     }
 }
 
-fn is_name(name: &str) -> bool {
+pub(crate) fn is_name(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

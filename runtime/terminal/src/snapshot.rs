@@ -42,6 +42,9 @@ const NOT_REPLAYED: &[&str] = &[
     "LINES",
 ];
 
+/// Numbers captures, so a shell that sourced an older snapshot is known as stale.
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// Which shell family a snapshot is written for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -61,8 +64,8 @@ fn family(shell: &Shell) -> Family {
 /// How a command's shell gets the user's environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Prepared {
-    /// Source this snapshot in a plain shell.
-    Snapshot(PathBuf),
+    /// Source this snapshot in a plain shell; the generation tells one capture from the next.
+    Snapshot(PathBuf, u64),
     /// Run a login shell; the reason the snapshot is not used.
     Login(String),
     /// Run a plain shell without the profile, which hangs; the reason.
@@ -72,6 +75,7 @@ pub enum Prepared {
 #[derive(Debug)]
 struct Taken {
     file: PathBuf,
+    generation: u64,
     at: Instant,
     stamps: Vec<Option<SystemTime>>,
 }
@@ -169,7 +173,7 @@ impl Snapshots {
         let now = stamps(&self.profiles);
         match &*state {
             State::Taken(t) if t.stamps == now && t.at.elapsed() < TTL && t.file.is_file() => {
-                return Prepared::Snapshot(t.file.clone());
+                return Prepared::Snapshot(t.file.clone(), t.generation);
             }
             State::Failed { at, why, hangs } if at.elapsed() < RETRY_AFTER => {
                 return failed(why, *hangs);
@@ -178,12 +182,14 @@ impl Snapshots {
         }
         match self.capture() {
             Ok(file) => {
+                let generation = GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 *state = State::Taken(Taken {
                     file: file.clone(),
+                    generation,
                     at: Instant::now(),
                     stamps: now,
                 });
-                Prepared::Snapshot(file)
+                Prepared::Snapshot(file, generation)
             }
             Err((why, hangs)) => {
                 tracing::warn!(%why, "the login environment could not be captured");

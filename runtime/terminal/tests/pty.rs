@@ -14,6 +14,7 @@ fn registry(dir: &std::path::Path, max: usize) -> Registry {
         spill_dir: dir.join("spill"),
         spill_cap: 16 << 20,
         snapshot_dir: None,
+        warm_shell: false,
     })
 }
 
@@ -354,6 +355,7 @@ async fn idle_sessions_are_reaped() {
         spill_dir: dir.path().join("spill"),
         spill_cap: 1 << 20,
         snapshot_dir: None,
+        warm_shell: false,
     });
     let marker = "320.0421";
     let o = r

@@ -1,0 +1,160 @@
+//! A shell started ahead of its command: in its PTY, the snapshot already sourced, blocked
+//! reading its command from a private FIFO. A command then costs writing it there, not
+//! starting a shell; the next one is started in the background.
+//!
+//! The command arrives with its own prelude (working directory, the call's variables and
+//! removals), so one warm shell serves any call whose inherited environment (what was removed
+//! from the server's, e.g. the desktop session) matches the one it was started with.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::session::{Session, Spawn};
+use crate::shell::{Invocation, Shell, posix_quote};
+use crate::window::SpillConfig;
+
+/// How long a command waits for a warm shell that is still sourcing its snapshot.
+const READY_WITHIN: Duration = Duration::from_millis(200);
+/// How long an unused warm shell waits before ending itself.
+const IDLE_LIMIT: Duration = Duration::from_secs(15 * 60);
+
+/// Whether `shell` can be kept warm: bash, whose `read` takes a delimiter, a timeout and a
+/// descriptor.
+pub(crate) fn supported(shell: &Shell) -> bool {
+    cfg!(unix)
+        && Path::new(&shell.path)
+            .file_name()
+            .and_then(std::ffi::OsStr::to_str)
+            == Some("bash")
+}
+
+/// A started shell waiting for its command.
+#[derive(Debug)]
+pub(crate) struct Warm {
+    pub session: Arc<Session>,
+    pub fifo: PathBuf,
+    pub generation: u64,
+    pub env_remove: Vec<String>,
+}
+
+/// What a warm shell is started with.
+#[derive(Debug, Clone)]
+pub(crate) struct Recipe {
+    pub shell: Shell,
+    pub snapshot: PathBuf,
+    pub generation: u64,
+    pub env_remove: Vec<String>,
+    pub dir: PathBuf,
+}
+
+/// Starts a warm shell with session id `id`.
+#[cfg(unix)]
+pub(crate) fn start(recipe: &Recipe, id: u64, spill: SpillConfig) -> std::io::Result<Warm> {
+    use rustix::fs::{CWD, FileType, Mode, mknodat};
+    let fifo = recipe.dir.join(format!("warm-{id}.fifo"));
+    let _ = std::fs::remove_file(&fifo);
+    mknodat(CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0)?;
+    // The FIFO is opened read-write, so the open never blocks and a writer's close is no
+    // EOF: the command ends at a NUL byte. An unused shell ends itself after IDLE_LIMIT, so
+    // one orphaned by a killed server does not wait forever.
+    let fifo_q = posix_quote(&fifo.to_string_lossy());
+    let script = format!(
+        ". {snap}\nexec 3<> {fifo_q} || exit 125\nIFS= read -r -d '' -t {idle} -u 3 __gantry_command || {{ rm -f {fifo_q}; exit 125; }}\nexec 3<&-\neval \"$__gantry_command\"",
+        snap = posix_quote(&recipe.snapshot.to_string_lossy()),
+        idle = IDLE_LIMIT.as_secs(),
+    );
+    let mut args = crate::snapshot::plain_args(&recipe.shell);
+    args.push(script.into());
+    let spawn = Spawn {
+        invocation: Invocation {
+            program: recipe.shell.path.clone(),
+            args,
+        },
+        cwd: PathBuf::from("/"),
+        env: Vec::new(),
+        env_remove: recipe.env_remove.clone(),
+        batch_nonce: None,
+        owner: None,
+    };
+    match Session::start(id, spawn, spill) {
+        Ok(session) => Ok(Warm {
+            session,
+            fifo,
+            generation: recipe.generation,
+            env_remove: recipe.env_remove.clone(),
+        }),
+        Err(e) => {
+            let _ = std::fs::remove_file(&fifo);
+            Err(e)
+        }
+    }
+}
+
+#[cfg(not(unix))]
+pub(crate) fn start(_recipe: &Recipe, _id: u64, _spill: SpillConfig) -> std::io::Result<Warm> {
+    Err(std::io::Error::other("no warm shells on this platform"))
+}
+
+/// The text a warm shell evaluates: the call's working directory, variables and removals,
+/// then the script, ended by the NUL its `read` stops at. `None` when the script itself holds
+/// a NUL (no shell could run it as written; the cold path refuses it).
+pub(crate) fn command_text(
+    cwd: &Path,
+    env: &[(String, String)],
+    remove: &[String],
+    script: &str,
+) -> Option<String> {
+    if script.contains('\0') || env.iter().any(|(_, v)| v.contains('\0')) {
+        return None;
+    }
+    let mut s = format!("cd -- {} || exit 1\n", posix_quote(&cwd.to_string_lossy()));
+    for (k, v) in env.iter().filter(|(k, _)| crate::shell::is_name(k)) {
+        s.push_str(&format!("export {k}={}\n", posix_quote(v)));
+    }
+    for k in remove.iter().filter(|k| crate::shell::is_name(k)) {
+        s.push_str(&format!("unset {k}\n"));
+    }
+    s.push_str(script);
+    s.push('\0');
+    Some(s)
+}
+
+/// Hands `text` to the warm shell reading `fifo`, waiting a little for one still getting
+/// ready; the FIFO is removed once written.
+#[cfg(unix)]
+pub(crate) fn send(fifo: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let until = Instant::now() + READY_WITHIN;
+    let file = loop {
+        // Non-blocking: with no reader (a shell that died, or is still starting) the open
+        // fails instead of hanging.
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(fifo)
+        {
+            Ok(f) => break f,
+            Err(e)
+                if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error())
+                    && Instant::now() < until =>
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(fifo);
+                return Err(e);
+            }
+        }
+    };
+    let _ = std::fs::remove_file(fifo);
+    // The reader is there and reading up to the NUL: a blocking write cannot hang.
+    rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty())?;
+    (&file).write_all(text.as_bytes())
+}
+
+#[cfg(not(unix))]
+pub(crate) fn send(_fifo: &Path, _text: &str) -> std::io::Result<()> {
+    Err(std::io::Error::other("no warm shells on this platform"))
+}
