@@ -6,12 +6,15 @@
 //! removals), so one warm shell serves any call whose inherited environment (what was removed
 //! from the server's, e.g. the desktop session) matches the one it was started with.
 
+// Elsewhere the module only says no: its constants and fields are Unix's.
+#![cfg_attr(not(unix), allow(dead_code))]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::session::{Session, Spawn};
-use crate::shell::{Invocation, Shell, posix_quote};
+use crate::session::Session;
+use crate::shell::{Shell, posix_quote};
 use crate::window::SpillConfig;
 
 /// How long a command waits for a warm shell that is still sourcing its snapshot.
@@ -51,6 +54,8 @@ pub(crate) struct Recipe {
 /// Starts a warm shell with session id `id`.
 #[cfg(unix)]
 pub(crate) fn start(recipe: &Recipe, id: u64, spill: SpillConfig) -> std::io::Result<Warm> {
+    use crate::session::Spawn;
+    use crate::shell::Invocation;
     use rustix::fs::{CWD, FileType, Mode, mknodat};
     let fifo = recipe.dir.join(format!("warm-{id}.fifo"));
     let _ = std::fs::remove_file(&fifo);
@@ -126,6 +131,7 @@ pub(crate) fn command_text(
 pub(crate) fn send(fifo: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
+    use std::time::Instant;
     let until = Instant::now() + READY_WITHIN;
     let file = loop {
         // Non-blocking: with no reader (a shell that died, or is still starting) the open
