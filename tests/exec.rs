@@ -209,7 +209,7 @@ async fn fifty_megabytes_of_output_stay_bounded_in_memory_with_a_private_spill_f
     assert!(
         marker.contains(
             " of 50000005 bytes omitted (lines 1-1 of 2); to see them: exec_command `sed -n '1,1p' "
-        ) && marker.ends_with(&format!("{}` …]", file.display())),
+        ) && marker.ends_with(&format!("'{}'` …]", file.display())),
         "{marker}"
     );
     // A spill file cut at its cap says so; its name is in the marker, not in a note.
@@ -579,4 +579,54 @@ async fn the_audit_log_shows_decisions_targets_and_policies() {
     let last = log.lines().last().unwrap();
     assert!(!last.contains("secret-arg"), "{last}");
     assert!(last.contains("(withheld)"), "{last}");
+}
+
+/// Input to a program that never reads it fills the terminal's buffer; the call returns at
+/// its yield time saying so, the server keeps answering, and kill ends it all.
+#[tokio::test]
+async fn input_to_a_program_that_does_not_read_never_stalls_the_server() {
+    let sb = Sandbox::new();
+    sb.write("f.txt", "still here\n");
+    let client = sb.stdio(&[]).await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "sleep 100000 # deaf-7731", "yield_time_ms": 250 }),
+    )
+    .await;
+    let id = facts(&r)["session_id"].as_i64().unwrap();
+    let started = Instant::now();
+    let r = call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": id, "chars": "a\n".repeat(30_000), "yield_time_ms": 500 }),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(
+        notes(&r)
+            .iter()
+            .any(|n| n.contains("not reading its input")),
+        "{}",
+        text(&r)
+    );
+    // The server still answers other calls at once.
+    let started = Instant::now();
+    let r = call(&client, "read", json!({ "paths": ["f.txt"] })).await;
+    assert!(text(&r).contains("still here"), "{}", text(&r));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let r = call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": id, "kill": true }),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    client.cancel().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !alive_with("deaf-7731").is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(alive_with("deaf-7731").is_empty());
 }

@@ -122,6 +122,8 @@ struct MemoKey {
 
 /// How many decisions an engine remembers before it starts afresh.
 const MEMO_ENTRIES: usize = 4096;
+/// The largest resource (id and attribute text) whose decision is remembered.
+const MEMO_KEY_BYTES: usize = 1024;
 
 /// The outcome of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -577,10 +579,22 @@ impl Engine {
                 })
                 .collect(),
         };
+        // A long resource (a deep missing path, a command line) is decided afresh: the memo
+        // holds small keys only, so its size stays bounded by MEMO_ENTRIES × MEMO_KEY_BYTES.
+        let small = key.resource_id.len()
+            + key
+                .attributes
+                .iter()
+                .map(|(_, v)| match v {
+                    AttrKey::String(s) => s.len(),
+                    AttrKey::Bool(_) | AttrKey::Long(_) => 8,
+                })
+                .sum::<usize>()
+            <= MEMO_KEY_BYTES;
         #[cfg(test)]
-        let use_memo = !FULL_SET.with(std::cell::Cell::get);
+        let use_memo = small && !FULL_SET.with(std::cell::Cell::get);
         #[cfg(not(test))]
-        let use_memo = true;
+        let use_memo = small;
         if use_memo && let Some(d) = self.memo().get(&key) {
             return d.clone();
         }

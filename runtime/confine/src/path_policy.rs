@@ -272,7 +272,10 @@ impl Roots {
         let mut last: Option<std::fs::FileType> = None;
         while let Some(part) = pending.pop_front() {
             match part {
-                Part::Root => at = PathBuf::from("/"),
+                Part::Root => {
+                    at = PathBuf::from("/");
+                    last = None;
+                }
                 Part::Up if missing => {
                     return Err(std::io::Error::new(
                         std::io::ErrorKind::InvalidInput,
@@ -281,6 +284,7 @@ impl Roots {
                 }
                 Part::Up => {
                     at.pop();
+                    last = None;
                 }
                 // Below something missing nothing exists, so nothing can be a link.
                 Part::Name(name) if missing => at.push(name),
@@ -490,6 +494,15 @@ mod tests {
                 .gantry_owned
         );
         assert!(!roots.resolve("real/other.txt", None).unwrap().gantry_owned);
+    }
+
+    /// What `..` leads to is looked at again, not taken from the component before it.
+    #[cfg(unix)]
+    #[test]
+    fn the_kind_after_dot_dot_is_the_parents() {
+        let (_d, roots) = setup();
+        let r = roots.resolve("sub/a.txt/..", None).unwrap();
+        assert_eq!((r.kind, r.path), (Kind::Dir, roots.first().join("sub")));
     }
 
     #[test]

@@ -183,7 +183,9 @@ deleted file mode 100644
 }
 
 #[test]
-fn a_plain_diff_u_with_timestamps_and_a_rename_by_headers() {
+fn a_plain_diff_u_changes_the_new_name_and_only_git_renames_move() {
+    // `diff -u a.txt b.txt`: timestamps after a tab, no a/ b/ prefixes; the new name is the
+    // file to change, nothing is moved or deleted.
     let diff = "--- a.txt\t2026-12-03 12:00:00.000000000 +0000\n+++ b.txt\t2026-12-03 12:01:00.000000000 +0000\n@@ -1,2 +1,2 @@\n-x\n+y\n \n";
     let p = parse(diff).unwrap();
     let FileOp::Update {
@@ -195,13 +197,37 @@ fn a_plain_diff_u_with_timestamps_and_a_rename_by_headers() {
     else {
         panic!()
     };
-    // Not git's: no a/ b/ stripping; different names are a move.
-    assert_eq!(
-        (path.as_str(), move_to.as_deref()),
-        ("a.txt", Some("b.txt"))
-    );
+    assert_eq!((path.as_str(), move_to.as_deref()), ("b.txt", None));
     // The blank context line at the very end survives the trim of the patch text.
     assert_eq!(chunks[0].old_lines(), ["x", ""]);
+
+    // a/ and b/ on both sides are git's prefixes even without a `diff --git` line.
+    let p = parse("--- a/src/x.rs\n+++ b/src/x.rs\n@@ -1 +1 @@\n-x\n+y\n").unwrap();
+    assert_eq!(p.ops[0].path(), "src/x.rs");
+
+    // A git rename with changes is a move.
+    let p = parse("diff --git a/old.rs b/new.rs\nsimilarity index 90%\nrename from old.rs\nrename to new.rs\n--- a/old.rs\n+++ b/new.rs\n@@ -1 +1 @@\n-x\n+y\n").unwrap();
+    let FileOp::Update { path, move_to, .. } = &p.ops[0] else {
+        panic!()
+    };
+    assert_eq!(
+        (path.as_str(), move_to.as_deref()),
+        ("old.rs", Some("new.rs"))
+    );
+}
+
+#[test]
+fn a_hunk_longer_than_its_counts_is_refused_not_cut() {
+    let e = parse("--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n+d\n")
+        .err()
+        .unwrap_or_else(|| panic!("parsed"));
+    assert_eq!(e.line, 7, "{e}");
+    assert!(e.message.contains("past the line counts"), "{e}");
+    // The next file's header right after a hunk is not taken for a hunk line.
+    assert!(
+        parse("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-c\n+d\n")
+            .is_ok()
+    );
 }
 
 #[test]

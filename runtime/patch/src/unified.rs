@@ -105,8 +105,10 @@ pub(crate) fn parse_unified(lines: &[&str]) -> Result<Patch, ParseError> {
                 "a '--- ' file header must be followed by a '+++ ' line",
             ));
         };
-        let old_path = header_path(old, git);
-        let new_path = header_path(new, git);
+        // git's a/ and b/ prefixes: stripped in a git diff, or when both sides carry them.
+        let prefixed = git || (old.starts_with("a/") && new.starts_with("b/"));
+        let old_path = header_path(old, prefixed);
+        let new_path = header_path(new, prefixed);
         i += 2;
         let mut chunks = Vec::new();
         while i < lines.len() && lines[i].starts_with("@@") {
@@ -172,6 +174,22 @@ pub(crate) fn parse_unified(lines: &[&str]) -> Result<Patch, ParseError> {
                 chunk.end_of_file = true;
                 i += 1;
             }
+            // A line that reads as part of the hunk but is past what its header counts: the
+            // counts are wrong, and applying the counted part alone would drop the rest.
+            if let Some(next) = lines.get(i)
+                && (next.starts_with('+') || next.starts_with('-') || next.starts_with(' '))
+                && !(next.starts_with("--- ")
+                    && lines.get(i + 1).is_some_and(|l| l.starts_with("+++ ")))
+            {
+                return Err(err(
+                    i + 1,
+                    format!(
+                        "line {} continues the hunk at line {hunk_line} past the line counts in its header ('{}'); fix the counts or split the hunk",
+                        i + 1,
+                        lines[hunk_line - 1].chars().take(80).collect::<String>()
+                    ),
+                ));
+            }
             chunks.push(chunk);
         }
         let op = match (old_path, new_path) {
@@ -201,7 +219,13 @@ pub(crate) fn parse_unified(lines: &[&str]) -> Result<Patch, ParseError> {
                 path,
                 line: header_line,
             },
-            (Some(path), Some(to)) => {
+            (Some(old), Some(new)) => {
+                // Only git's rename lines make a move; otherwise two names (`diff -u f.orig
+                // f`) mean the new one is the file to change.
+                let (path, to) = match (&rename.0, &rename.1) {
+                    (Some(_), Some(_)) => (old, new),
+                    _ => (new.clone(), new),
+                };
                 if chunks.is_empty() {
                     return Err(err(
                         header_line,

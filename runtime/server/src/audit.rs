@@ -152,8 +152,16 @@ impl Audit {
             open.unchecked = 0;
         }
         if look && open.file.metadata().is_ok_and(|m| m.len() >= ROTATE_BYTES) {
+            // Another server sharing the log may have rotated it already: then this file is
+            // the old generation, and the one to write is the new file at the path.
+            let rotated_by_another = !same_file(&open.file, &open.path);
             let rotated = open.path.with_extension("jsonl.1");
-            match std::fs::rename(&open.path, &rotated).and_then(|()| open_private(&open.path)) {
+            let reopened = if rotated_by_another {
+                open_private(&open.path)
+            } else {
+                std::fs::rename(&open.path, &rotated).and_then(|()| open_private(&open.path))
+            };
+            match reopened {
                 Ok(f) => open.file = f,
                 Err(e) => tracing::warn!(error = %e, "cannot rotate the audit log"),
             }
@@ -161,6 +169,24 @@ impl Audit {
         if let Err(e) = open.file.write_all(&line) {
             tracing::warn!(error = %e, "cannot write the audit log");
         }
+    }
+}
+
+/// Whether the open `file` is the one at `path` now.
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        match (file.metadata(), std::fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        // Windows cannot rename an open log anyway; each server keeps its own handle.
+        let _ = (file, path);
+        true
     }
 }
 
@@ -288,5 +314,46 @@ mod tests {
         }
         assert!(std::fs::metadata(&path).unwrap().len() < ROTATE_BYTES);
         assert!(std::fs::metadata(&rotated).unwrap().len() > ROTATE_BYTES);
+    }
+
+    /// Two servers share one log: the second to find it full does not rotate again over the
+    /// first one's fresh file (which would throw a whole generation away).
+    #[cfg(unix)]
+    #[test]
+    fn a_log_rotated_by_another_server_is_followed_not_rotated_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let a = Audit::open(dir.path(), false).unwrap();
+        let b = Audit::open(dir.path(), false).unwrap();
+        a.record(&mut entry());
+        b.record(&mut entry());
+        // Fill the shared file, then let A rotate it.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(&vec![b'z'; ROTATE_BYTES as usize])
+            .unwrap();
+        for _ in 0..SIZE_CHECK_EVERY {
+            a.record(&mut entry());
+        }
+        let rotated = dir.path().join("audit.jsonl.1");
+        let old_generation = std::fs::metadata(&rotated).unwrap().len();
+        assert!(old_generation > ROTATE_BYTES);
+        // B still holds the old generation: its next look follows A's new file.
+        for _ in 0..SIZE_CHECK_EVERY {
+            b.record(&mut entry());
+        }
+        // The old generation was kept (B's lines before its look joined it), not replaced
+        // by A's fresh file, and B now writes where A does.
+        assert!(std::fs::metadata(&rotated).unwrap().len() >= old_generation);
+        let fresh = std::fs::read_to_string(&path).unwrap();
+        assert!(!fresh.contains('z'));
+        let before = fresh.lines().count();
+        b.record(&mut entry());
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap().lines().count(),
+            before + 1
+        );
     }
 }

@@ -482,16 +482,30 @@ impl Registry {
         let started = Instant::now();
         let session = self.get(owner, id)?;
         let deadline = tokio::time::Instant::now() + yield_for;
+        let mut notes = Vec::new();
         let wait = if chars.is_empty() {
             Wait::FirstOutput
         } else {
-            session
-                .write(chars)
-                .map_err(|e| TerminalError::Write(id, e))?;
+            // A program that does not read its input fills the PTY's buffer and blocks the
+            // writer: the write happens off the async thread and the call stops waiting for
+            // it at the yield time (ending the session ends the write too).
+            let writer = session.clone();
+            let text = chars.to_string();
+            let write = tokio::task::spawn_blocking(move || writer.write(&text));
+            match tokio::time::timeout_at(deadline, write).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => return Err(TerminalError::Write(id, e)),
+                Ok(Err(e)) => {
+                    return Err(TerminalError::Write(id, std::io::Error::other(e.to_string())));
+                }
+                Err(_) => notes.push(
+                    "the program has not read all of the input yet (it is not reading its input); the rest is still being written".to_string(),
+                ),
+            }
             Wait::Full
         };
         let collected = session.collect(wait, deadline, budget).await;
-        Ok(self.finish(&session, collected, started, Vec::new()).await)
+        Ok(self.finish(&session, collected, started, notes).await)
     }
 
     /// Ends a session's whole process tree and reports its final state and last output.

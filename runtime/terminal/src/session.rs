@@ -425,7 +425,9 @@ impl Session {
             self.start_ticks,
             self.started.elapsed() < YOUNG,
         );
-        if let Ok(mut w) = self.writer.lock() {
+        // A write blocked on a program that does not read holds the lock; it fails once the
+        // tree is gone, so it is not waited for here.
+        if let Ok(mut w) = self.writer.try_lock() {
             w.take();
         }
         let until = Instant::now() + Duration::from_secs(2);

@@ -58,6 +58,8 @@ pub struct Window {
     spill: Option<Spill>,
     total_bytes: u64,
     total_lines: u64,
+    /// The window's output so far ends inside a line.
+    open_line: bool,
     spill_error: Option<String>,
 }
 
@@ -100,6 +102,7 @@ impl Window {
             spill: None,
             total_bytes: 0,
             total_lines: 0,
+            open_line: false,
             spill_error: None,
         }
     }
@@ -161,6 +164,7 @@ impl Window {
         }
         self.total_bytes += text.len() as u64;
         self.total_lines += text.matches('\n').count() as u64;
+        self.open_line = !text.ends_with('\n');
         if self.spill.is_none() && self.spill_error.is_none() {
             self.all.push_str(text);
             if self.all.len() > IN_MEMORY {
@@ -192,8 +196,8 @@ impl Window {
     pub fn drain(&mut self, budget: usize) -> Drained {
         let spilling = self.spill.is_some() || !self.head.is_empty();
         let total_bytes = self.total_bytes;
-        let total_lines =
-            self.total_lines + u64::from(!self.all.is_empty() && !self.all.ends_with('\n'));
+        // A last line without its newline counts too, whether it is in memory or spilled.
+        let total_lines = self.total_lines + u64::from(self.total_bytes > 0 && self.open_line);
         let (head, tail, truncated) = if !spilling && self.all.len() <= budget {
             (std::mem::take(&mut self.all), String::new(), false)
         } else {
@@ -220,7 +224,7 @@ impl Window {
             let how = match (&spill, &self.spill_error) {
                 (Some(s), _) => format!(
                     "to see them: exec_command `sed -n '{first},{last}p' {}`",
-                    s.path.display()
+                    crate::shell::posix_quote(&s.path.to_string_lossy())
                 ),
                 (None, Some(e)) => e.clone(),
                 (None, None) => "no spill file".to_string(),
@@ -244,6 +248,7 @@ impl Window {
         self.tail.clear();
         self.total_bytes = 0;
         self.total_lines = 0;
+        self.open_line = false;
         self.spill_error = None;
         drained
     }

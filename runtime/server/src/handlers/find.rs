@@ -173,8 +173,9 @@ fn render(hits: &[Hit], notes: &[String]) -> String {
     let mut out = String::new();
     let mut previous: Option<(&str, u64)> = None;
     for (k, h) in hits.iter().enumerate() {
+        let name = super::printable(&h.shown);
         let Some(line) = h.line else {
-            let _ = writeln!(out, "{}", h.shown);
+            let _ = writeln!(out, "{name}");
             continue;
         };
         let first = line.saturating_sub(h.before.len() as u64);
@@ -189,13 +190,12 @@ fn render(hits: &[Hit], notes: &[String]) -> String {
         for (i, b) in h.before.iter().enumerate() {
             let n = first + i as u64;
             if (i as u64) >= skip {
-                let _ = writeln!(out, "{}-{n}- {b}", h.shown);
+                let _ = writeln!(out, "{name}-{n}- {b}");
             }
         }
         let _ = writeln!(
             out,
-            "{}:{line}: {}",
-            h.shown,
+            "{name}:{line}: {}",
             h.text.as_deref().unwrap_or_default()
         );
         // After-lines stop short of the next match in the same file, which prints itself.
@@ -210,7 +210,7 @@ fn render(hits: &[Hit], notes: &[String]) -> String {
             if n >= next {
                 break;
             }
-            let _ = writeln!(out, "{}-{n}- {a}", h.shown);
+            let _ = writeln!(out, "{name}-{n}- {a}");
             end = n;
         }
         previous = Some((&h.shown, end));

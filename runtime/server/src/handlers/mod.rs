@@ -51,6 +51,26 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| ToolError::new(ErrorCode::Internal, format!("worker failed: {e}")))
 }
 
+/// A name as one line of a rendering: control characters (a newline in a file name could
+/// forge a line of its own) are shown escaped, as `ls -b` does.
+pub(super) fn printable(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.chars().any(char::is_control) {
+        std::borrow::Cow::Owned(
+            name.chars()
+                .map(|c| {
+                    if c.is_control() {
+                        c.escape_default().to_string()
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect(),
+        )
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    }
+}
+
 impl CoreHandlers for CoreTools {
     async fn read(
         &self,

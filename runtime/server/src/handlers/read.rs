@@ -53,16 +53,17 @@ fn clamp(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Whether a `read` is small enough to run on the async worker itself: at most a few paths and
-/// no glob (a directory listing or a file cut at 256 KB is still bounded work).
+/// Whether a `read` is small enough to run on the async thread itself: at most a few whole
+/// paths, no glob, no line range (one deep in a huge file reads up to it) and nothing named
+/// like an image (decoding waits for its turn). What is left is bounded: a directory
+/// listing, or a file cut at its per-file cap.
 pub(super) fn is_quick(args: &ReadArgs) -> bool {
     let paths = args.paths.as_deref().unwrap_or_default();
-    let ranges = args.ranges.as_deref().unwrap_or_default();
-    paths.len() + ranges.len() <= 4
+    args.ranges.as_deref().unwrap_or_default().is_empty()
+        && paths.len() <= 4
         && !paths
             .iter()
-            .chain(ranges.iter().map(|r| &r.path))
-            .any(|p| search::is_glob(p))
+            .any(|p| search::is_glob(p) || image::looks_like_image(p))
 }
 
 /// Expands globs into the paths they match (bounded), keeping plain paths as they are.
@@ -362,8 +363,10 @@ pub(super) fn run(
     let text = render(&entries, &notes);
     // Nothing succeeded when every path ended in an error; a path that was only left for
     // another call (the call's cap) still counts as an error here only if nothing was read.
-    let failed =
-        !entries.is_empty() && entries.iter().all(|e| e.facts.kind == ReadEntryKind::Error);
+    let failed = !entries.is_empty()
+        && entries
+            .iter()
+            .all(|e| e.facts.kind == ReadEntryKind::Error || e.facts.error_code.is_some());
     let output = ReadOutput {
         entries: entries.into_iter().map(|e| e.facts).collect(),
         truncated,
@@ -391,7 +394,7 @@ fn listing(list: &[fs::Entry]) -> String {
             "file" => "",
             _ => "?",
         };
-        let _ = write!(out, "{}{mark}", d.name);
+        let _ = write!(out, "{}{mark}", super::printable(&d.name));
         if let Some(size) = d.size.filter(|_| d.kind == "file") {
             let _ = write!(out, "  {size}");
         }
@@ -414,27 +417,28 @@ fn render(entries: &[Item], notes: &[String]) -> String {
     let mut out = String::with_capacity(size);
     for e in entries {
         let f = &e.facts;
+        let path = super::printable(&f.path);
         let _ = match f.kind {
             ReadEntryKind::Text => match (f.start_line, f.end_line, f.total_lines) {
-                (_, _, Some(0)) => writeln!(out, "==> {} (empty) <==", f.path),
+                (_, _, Some(0)) => writeln!(out, "==> {} (empty) <==", path),
                 (Some(s), Some(l), Some(t)) if l < s => {
-                    writeln!(out, "==> {} (no line {s}: {t} lines) <==", f.path)
+                    writeln!(out, "==> {} (no line {s}: {t} lines) <==", path)
                 }
                 (Some(s), Some(l), Some(t)) => {
-                    writeln!(out, "==> {} (lines {s}-{l} of {t}) <==", f.path)
+                    writeln!(out, "==> {} (lines {s}-{l} of {t}) <==", path)
                 }
-                (Some(s), Some(l), None) => writeln!(out, "==> {} (lines {s}-{l}) <==", f.path),
-                _ => writeln!(out, "==> {} <==", f.path),
+                (Some(s), Some(l), None) => writeln!(out, "==> {} (lines {s}-{l}) <==", path),
+                _ => writeln!(out, "==> {} <==", path),
             },
             ReadEntryKind::Directory => {
-                writeln!(out, "==> {}/ (directory) <==", f.path.trim_end_matches('/'))
+                writeln!(out, "==> {}/ (directory) <==", path.trim_end_matches('/'))
             }
-            ReadEntryKind::Image => writeln!(out, "==> {} (image) <==", f.path),
-            ReadEntryKind::Binary => writeln!(out, "==> {} (binary) <==", f.path),
+            ReadEntryKind::Image => writeln!(out, "==> {} (image) <==", path),
+            ReadEntryKind::Binary => writeln!(out, "==> {} (binary) <==", path),
             ReadEntryKind::Error => writeln!(
                 out,
                 "==> {} (error: {}) <==",
-                f.path,
+                path,
                 f.error_code
                     .as_deref()
                     .unwrap_or(ErrorCode::OsError.as_str())

@@ -75,6 +75,17 @@ fn invalid(path: &str, what: impl std::fmt::Display) -> ToolError {
     ToolError::invalid_input(format!("{path}: {what}"))
 }
 
+/// Whether `path` is named like an image (its content decides what it is; this only says
+/// whether reading it may mean decoding).
+pub fn looks_like_image(path: &str) -> bool {
+    let ext = path.rsplit_once('.').map_or("", |(_, e)| e);
+    [
+        "png", "jpg", "jpeg", "gif", "webp", "bmp", "ico", "tif", "tiff", "avif", "heic",
+    ]
+    .iter()
+    .any(|i| ext.eq_ignore_ascii_case(i))
+}
+
 /// Reads, checks, decodes and bounds the image at `file`.
 pub fn prepare(file: &Authorized<Resolved>, bounds: Bounds) -> Result<Prepared, ToolError> {
     let path = file.given.as_str();
