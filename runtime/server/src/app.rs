@@ -213,6 +213,9 @@ impl App {
         let facts = engine
             .facts(&permissions.snapshot())
             .map_err(|d| vec![format!("permission snapshot: {d}")])?;
+        if permissions.effective(generated::Permission::Exec.name()) {
+            terminal.prepare_in_background();
+        }
         let live = Live {
             permissions,
             facts: Some(facts),

@@ -166,13 +166,6 @@ impl Registry {
             .snapshot_dir
             .clone()
             .map(|dir| Arc::new(Snapshots::new(shell.clone(), dir, None)));
-        // Taken now, in the background, so the first command does not pay the profile.
-        if let Some(s) = &snapshots {
-            let s = s.clone();
-            let _ = std::thread::Builder::new()
-                .name("gantry-shell-snapshot".into())
-                .spawn(move || s.prepare());
-        }
         // FIFOs a previous instance left behind.
         if let Some(dir) = &config.snapshot_dir
             && let Ok(entries) = std::fs::read_dir(dir)
@@ -197,6 +190,18 @@ impl Registry {
         match self.sessions.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Takes the login snapshot now, in the background, so the first command does not pay
+    /// for the profile. Called when commands may run: no shell is started for a server whose
+    /// `exec` is off.
+    pub fn prepare_in_background(&self) {
+        if let Some(s) = &self.snapshots {
+            let s = s.clone();
+            let _ = std::thread::Builder::new()
+                .name("gantry-shell-snapshot".into())
+                .spawn(move || s.prepare());
         }
     }
 
