@@ -206,11 +206,13 @@ async fn fifty_megabytes_of_output_stay_bounded_in_memory_with_a_private_spill_f
         .lines()
         .find(|l| l.starts_with("[… "))
         .unwrap_or_default();
-    assert!(
-        marker.contains(
-            " of 50000005 bytes omitted (lines 1-1 of 2); to see them: exec_command `sed -n '1,1p' "
-        ) && marker.ends_with(&format!("'{}'` …]", file.display())),
-        "{marker}"
+    assert_eq!(
+        marker,
+        format!(
+            "[… {} of 50000005 bytes omitted (lines 1-1 of 2); to see them: read {{\"ranges\": [{{\"path\": {}, \"start_line\": 1, \"end_line\": 1}}]}} …]",
+            50_000_005 - (out.len() - marker.len() - 2),
+            serde_json::Value::from(file.display().to_string())
+        ),
     );
     // A spill file cut at its cap says so; its name is in the marker, not in a note.
     assert_eq!(
@@ -629,4 +631,51 @@ async fn input_to_a_program_that_does_not_read_never_stalls_the_server() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(alive_with("deaf-7731").is_empty());
+}
+
+/// The call a cut result names gets the omitted lines back through `read`, from the spill
+/// file, by the connector that ran the command; nothing else in the state directory opens.
+#[tokio::test]
+async fn the_omitted_lines_are_read_back_from_the_spill_file() {
+    let sb = Sandbox::new();
+    let client = sb.stdio(&[]).await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "seq 1 30000", "max_output_tokens": 500 }),
+    )
+    .await;
+    let out = output(&r);
+    let marker = out
+        .lines()
+        .find(|l| l.starts_with("[… "))
+        .unwrap_or_default();
+    let call_json = marker
+        .split_once("to see them: read ")
+        .and_then(|(_, rest)| rest.strip_suffix(" …]"))
+        .unwrap_or_else(|| panic!("no read call in {marker}"));
+    let args: Value = serde_json::from_str(call_json).unwrap();
+    let (first, last) = (
+        args["ranges"][0]["start_line"].as_u64().unwrap(),
+        args["ranges"][0]["end_line"].as_u64().unwrap(),
+    );
+    let r = call(&client, "read", args.clone()).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let shown = text(&r);
+    let body: Vec<&str> = shown.lines().skip(1).collect();
+    let expected: Vec<String> = (first..=last).map(|n| n.to_string()).collect();
+    assert_eq!(body, expected, "lines {first}-{last}");
+    // The rest of the state directory stays out of reach, whatever the path looks like.
+    let spill = args["ranges"][0]["path"].as_str().unwrap().to_string();
+    let dir = std::path::Path::new(&spill).parent().unwrap();
+    for other in [
+        dir.join("other.log").display().to_string(),
+        format!("{}/../tokens.toml", dir.display()),
+        format!("{spill}/.."),
+    ] {
+        let r = call(&client, "read", json!({ "paths": [other] })).await;
+        assert!(is_error(&r), "{other}: {}", text(&r));
+        assert!(text(&r).contains("PATH_NOT_ALLOWED"), "{}", text(&r));
+    }
+    client.cancel().await.unwrap();
 }

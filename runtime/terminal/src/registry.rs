@@ -98,7 +98,13 @@ pub struct Registry {
     warm: Arc<Mutex<Option<Warm>>>,
     /// Set (under the warm slot's lock) by shutdown: no warm shell is started after it.
     closed: Arc<std::sync::atomic::AtomicBool>,
+    /// Spill files named in replies, with the session and owner they belong to, so an owner
+    /// can read its output back (bounded: the oldest are forgotten).
+    spills: Mutex<std::collections::VecDeque<(PathBuf, u64, String)>>,
 }
+
+/// How many spill files the registry remembers the owners of.
+const SPILLS_REMEMBERED: usize = 1024;
 
 fn lock_warm(slot: &Mutex<Option<Warm>>) -> MutexGuard<'_, Option<Warm>> {
     match slot.lock() {
@@ -183,6 +189,7 @@ impl Registry {
             sessions: Mutex::new(HashMap::new()),
             warm: Arc::new(Mutex::new(None)),
             closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            spills: Mutex::new(std::collections::VecDeque::new()),
         }
     }
 
@@ -203,6 +210,24 @@ impl Registry {
                 .name("gantry-shell-snapshot".into())
                 .spawn(move || s.prepare());
         }
+    }
+
+    /// The session whose output `path` is, when `owner` may read it back: a spill file named
+    /// in a reply to that owner, still in the spill directory.
+    pub fn spill_of(&self, owner: &str, path: &std::path::Path) -> Option<u64> {
+        let spills = match self.spills.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        spills
+            .iter()
+            .find(|(p, _, o)| p == path && o == owner)
+            .map(|(_, id, _)| *id)
+    }
+
+    /// The directory spill files are written in.
+    pub fn spill_dir(&self) -> &std::path::Path {
+        &self.config.spill_dir
     }
 
     /// How many sessions are live.
@@ -247,6 +272,18 @@ impl Registry {
             }
             None => (None, false, Some(session.id)),
         };
+        if let Some(file) = &collected.output.file
+            && let Some(owner) = Some(session.owner()).filter(|o| !o.is_empty())
+        {
+            let mut spills = match self.spills.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            if spills.len() >= SPILLS_REMEMBERED {
+                spills.pop_front();
+            }
+            spills.push_back((file.clone(), session.id, owner.to_string()));
+        }
         if collected.output.file_cut {
             // The marker in the output names the file; only its being cut needs saying.
             notes.push(format!(

@@ -47,6 +47,22 @@ pub struct Drained {
     pub file_cut: bool,
 }
 
+/// `s` as a JSON string, for a call the model can copy.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// One collection window.
 #[derive(Debug)]
 pub struct Window {
@@ -223,8 +239,8 @@ impl Window {
             let omitted = total_bytes.saturating_sub(shown_bytes);
             let how = match (&spill, &self.spill_error) {
                 (Some(s), _) => format!(
-                    "to see them: exec_command `sed -n '{first},{last}p' {}`",
-                    crate::shell::posix_quote(&s.path.to_string_lossy())
+                    "to see them: read {{\"ranges\": [{{\"path\": {}, \"start_line\": {first}, \"end_line\": {last}}}]}}",
+                    json_string(&s.path.to_string_lossy())
                 ),
                 (None, Some(e)) => e.clone(),
                 (None, None) => "no spill file".to_string(),

@@ -80,11 +80,12 @@ impl CoreHandlers for CoreTools {
         let args = call.into_inner();
         if read::is_quick(&args) {
             // A few plain files: cheaper to read right here than to hand the worker off.
-            return read::run(&self.roots.get(), cx, args);
+            return read::run(&self.roots.get(), &self.terminal, cx, args);
         }
         let roots = self.roots.get();
+        let outputs = self.terminal.clone();
         let cx = cx.clone();
-        blocking(move || read::run(&roots, &cx, args)).await?
+        blocking(move || read::run(&roots, &outputs, &cx, args)).await?
     }
 
     async fn view_image(

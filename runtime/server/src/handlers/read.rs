@@ -161,6 +161,33 @@ fn expand(
     (out, cut)
 }
 
+/// A command's spill file, named by the connector whose command wrote it: authorized as what
+/// it is, the output of that session (the rest of the state directory stays out of reach).
+/// `None` for any other path, which the path policy decides.
+fn authorize_spill(
+    outputs: &terminal::Registry,
+    cx: &CallContext,
+    given: &str,
+) -> Option<Result<tool_api::Authorized<Resolved>, ToolError>> {
+    let path = std::path::Path::new(given);
+    if !path.is_absolute() || !path.starts_with(outputs.spill_dir()) {
+        return None;
+    }
+    // Only a path recorded exactly as a reply named it: no `..`, no other file.
+    let id = outputs.spill_of(cx.connector(), path)?;
+    let output = Resolved {
+        given: given.to_string(),
+        path: path.to_path_buf(),
+        inside_root: false,
+        // Opened below the spill directory, one component at a time, never through a link.
+        root: Some(outputs.spill_dir().to_path_buf()),
+        gantry_owned: false,
+        kind: Kind::File,
+    };
+    let session = generated::resources::Session { id: id.to_string() };
+    Some(cx.authorize(actions::READ, &session, output))
+}
+
 /// Resolves and authorizes one path for `read`; errors name the path as given.
 fn authorize_path(
     roots: &Roots,
@@ -180,6 +207,7 @@ fn authorize_path(
 
 pub(super) fn run(
     roots: &Roots,
+    outputs: &terminal::Registry,
     cx: &CallContext,
     args: ReadArgs,
 ) -> Result<Reply<ReadOutput>, ToolError> {
@@ -227,7 +255,9 @@ pub(super) fn run(
     let mut images = Vec::new();
     let (requests, mut truncated) = expand(roots, cx, requests, &mut notes, &mut entries);
     for req in requests {
-        let target = match authorize_path(roots, cx, &req.path) {
+        let target = match authorize_spill(outputs, cx, &req.path)
+            .unwrap_or_else(|| authorize_path(roots, cx, &req.path))
+        {
             Ok(t) => t,
             Err(e) => {
                 entries.push(error_entry(&req.path, &e));
