@@ -11,6 +11,8 @@ mod support;
 mod apply_patch;
 #[cfg(target_os = "linux")]
 mod bounds;
+#[cfg(target_os = "linux")]
+mod confinement;
 mod e2e;
 // Uses the POSIX shell for its command rendering.
 #[cfg(unix)]

@@ -160,6 +160,33 @@ fn usable_files(settings: &Settings) -> Vec<std::path::PathBuf> {
     vec![settings.state_dir.join("spill")]
 }
 
+/// What a confined `exec_command` adds to its description, so the model knows before it
+/// tries: the one sentence that changes what the tool does.
+const CONFINED_NOTE: &str =
+    " Confined: commands write only below the approved roots and $TMPDIR; reads are as usual.";
+
+fn say_commands_are_confined(tools: &mut [ServedTool]) {
+    for t in tools
+        .iter_mut()
+        .filter(|t| t.spec.name == generated::core::actions::EXEC_COMMAND.as_str())
+    {
+        let d = t.tool.description.clone().unwrap_or_default();
+        t.tool.description = Some(format!("{d}{CONFINED_NOTE}").into());
+    }
+}
+
+/// The private temp directory confined commands write to (created 0700).
+fn confined_tmp(settings: &Settings) -> std::io::Result<std::path::PathBuf> {
+    let tmp = settings.state_dir.join("tmp");
+    std::fs::create_dir_all(&tmp)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(tmp)
+}
+
 impl App {
     /// Loads policies, resolves roots, opens the state directory: everything that can fail
     /// before serving, with every problem reported.
@@ -168,7 +195,15 @@ impl App {
         let engine = policy_set::load(settings.policies_dir.as_deref())
             .map_err(|e| problems.extend(e))
             .ok();
-        let tools = served_tools().map_err(|e| problems.push(e)).ok();
+        let tools = served_tools()
+            .map(|mut tools| {
+                if settings.exec_confine {
+                    say_commands_are_confined(&mut tools);
+                }
+                tools
+            })
+            .map_err(|e| problems.push(e))
+            .ok();
         // The state directory first, so gantry's own files are placed by their real path.
         let audit = crate::state_dir::ensure(&settings.state_dir)
             .and_then(|()| Audit::open(&settings.state_dir, settings.audit_command_lines))
@@ -195,6 +230,17 @@ impl App {
             state_dir = %settings.state_dir.display(),
             "approved roots"
         );
+        // Confinement is checked before anything is served: a setting the kernel cannot honour
+        // stops the start instead of running commands unconfined.
+        let launcher = if settings.exec_confine {
+            crate::ops::confinement::probe().map_err(|e| vec![e])?;
+            let tmp = confined_tmp(&settings)
+                .map_err(|e| vec![format!("private temp directory for commands: {e}")])?;
+            tracing::info!(tmp = %tmp.display(), "commands may write only below the approved roots and a private temp directory");
+            crate::ops::confinement::launcher(roots.all(), &tmp)
+        } else {
+            Vec::new()
+        };
         let configured_roots = settings.roots.clone();
         let roots = Arc::new(LiveRoots::new(roots));
         let terminal = Arc::new(terminal::Registry::new(terminal::Config {
@@ -204,6 +250,7 @@ impl App {
             spill_cap: generated::core::limits::exec_command::SPILL_CAP.get(),
             snapshot_dir: Some(settings.state_dir.join("shell")),
             warm_shell: settings.warm_shell,
+            launcher,
         }));
         let permissions = PermissionState::new(
             Platform::current(),
@@ -334,6 +381,12 @@ impl App {
                             let shown: Vec<String> =
                                 r.all().iter().map(|p| p.display().to_string()).collect();
                             tracing::info!(roots = %shown.join(", "), "approved roots changed");
+                            if self.settings.exec_confine
+                                && let Ok(tmp) = confined_tmp(&self.settings)
+                            {
+                                self.terminal
+                                    .set_launcher(crate::ops::confinement::launcher(r.all(), &tmp));
+                            }
                             self.roots.set(r);
                             roots.clone_from(&s.roots);
                         }

@@ -28,6 +28,23 @@ pub enum Command {
     Config(ConfigArgs),
     /// Show the audit log: the last lines, filtered, and new ones as they come with --follow.
     Audit(AuditArgs),
+    /// Internal: how a confined command starts (`[exec] confine = "roots"`).
+    #[command(hide = true)]
+    SandboxExec(SandboxExecArgs),
+}
+
+/// `gantry sandbox-exec`: restrict writes, then become the command.
+#[derive(Debug, Clone, Args)]
+pub struct SandboxExecArgs {
+    /// A directory the command may write below (repeated).
+    #[arg(long = "write")]
+    pub write: Vec<std::path::PathBuf>,
+    /// The private temp directory (`TMPDIR`).
+    #[arg(long)]
+    pub tmp: std::path::PathBuf,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// `gantry audit`.

@@ -58,9 +58,18 @@ struct ConfigFile {
     allowed_origins: Option<Vec<String>>,
     session_idle: Option<toml::Spanned<String>>,
     audit_command_lines: Option<bool>,
-    warm_shell: Option<bool>,
+    exec: Option<ExecSection>,
     #[serde(default)]
     permissions: BTreeMap<toml::Spanned<String>, bool>,
+}
+
+/// `[exec]`: how commands run.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExecSection {
+    /// `"off"` (default) or `"roots"`.
+    confine: Option<toml::Spanned<String>>,
+    warm_shell: Option<bool>,
 }
 
 /// The settings of this run, every source merged.
@@ -94,6 +103,8 @@ pub struct Settings {
     pub audit_command_lines: bool,
     /// Keep one shell started ahead of the next command (bash with a snapshot).
     pub warm_shell: bool,
+    /// Commands may write only below the roots and a private temp directory.
+    pub exec_confine: bool,
     /// Whether the root is the current directory because none was given.
     pub defaulted_root: bool,
 }
@@ -325,7 +336,7 @@ impl Settings {
                 Ok(_) | Err(_) => {
                     let (line, column) = line_column(&text, idle.span().start);
                     errors.push(ConfigError::At {
-                        file: shown,
+                        file: shown.clone(),
                         line,
                         column,
                         reason: format!(
@@ -336,6 +347,25 @@ impl Settings {
                     DEFAULT_SESSION_IDLE
                 }
             },
+        };
+        let exec = file.exec.unwrap_or_default();
+        let exec_confine = match exec
+            .confine
+            .as_ref()
+            .map(|c| (c.get_ref().as_str(), c.span()))
+        {
+            None | Some(("off", _)) => false,
+            Some(("roots", _)) => true,
+            Some((other, span)) => {
+                let (line, column) = line_column(&text, span.start);
+                errors.push(ConfigError::At {
+                    file: shown,
+                    line,
+                    column,
+                    reason: format!("[exec] confine `{other}` is not \"off\" or \"roots\""),
+                });
+                false
+            }
         };
         if !errors.is_empty() {
             return Err(errors);
@@ -358,7 +388,8 @@ impl Settings {
             allowed_origins,
             session_idle,
             audit_command_lines: file.audit_command_lines.unwrap_or(true),
-            warm_shell: file.warm_shell.unwrap_or(true),
+            warm_shell: exec.warm_shell.unwrap_or(true),
+            exec_confine,
             defaulted_root,
         })
     }

@@ -176,6 +176,11 @@ fn main() -> ExitCode {
             print!("{setup}");
             ExitCode::SUCCESS
         }
+        Command::SandboxExec(args) => {
+            let why =
+                gantry::ops::confinement::exec_confined(&args.write, &args.tmp, &args.command);
+            fail(&[why])
+        }
         Command::Serve(args) => {
             let settings = match Settings::resolve(&args.common) {
                 Ok(s) => s,

@@ -28,6 +28,9 @@ pub struct Config {
     pub snapshot_dir: Option<PathBuf>,
     /// Keep a shell started ahead of the next command (with a snapshot, on Unix).
     pub warm_shell: bool,
+    /// A program and arguments every command starts through (the shell and its arguments
+    /// follow), e.g. a confining launcher; empty for none.
+    pub launcher: Vec<std::ffi::OsString>,
 }
 
 /// What to run.
@@ -101,6 +104,8 @@ pub struct Registry {
     /// Spill files named in replies, with the session and owner they belong to, so an owner
     /// can read its output back (bounded: the oldest are forgotten).
     spills: Mutex<std::collections::VecDeque<(PathBuf, u64, String)>>,
+    /// [`Config::launcher`], replaceable while running (the roots it names can change).
+    launcher: Mutex<Vec<std::ffi::OsString>>,
 }
 
 /// How many spill files the registry remembers the owners of.
@@ -182,6 +187,7 @@ impl Registry {
                 }
             }
         }
+        let launcher = Mutex::new(config.launcher.clone());
         Registry {
             config,
             shell,
@@ -190,6 +196,7 @@ impl Registry {
             warm: Arc::new(Mutex::new(None)),
             closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             spills: Mutex::new(std::collections::VecDeque::new()),
+            launcher,
         }
     }
 
@@ -223,6 +230,32 @@ impl Registry {
             .iter()
             .find(|(p, _, o)| p == path && o == owner)
             .map(|(_, id, _)| *id)
+    }
+
+    /// Replaces the launcher commands start through (new commands only).
+    pub fn set_launcher(&self, launcher: Vec<std::ffi::OsString>) {
+        match self.launcher.lock() {
+            Ok(mut g) => *g = launcher,
+            Err(p) => *p.into_inner() = launcher,
+        }
+    }
+
+    /// `invocation` started through the launcher, if there is one.
+    fn launched(&self, invocation: crate::shell::Invocation) -> crate::shell::Invocation {
+        let launcher = match self.launcher.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        let Some((program, first)) = launcher.split_first() else {
+            return invocation;
+        };
+        let mut args = first.to_vec();
+        args.push(invocation.program);
+        args.extend(invocation.args);
+        crate::shell::Invocation {
+            program: program.clone(),
+            args,
+        }
     }
 
     /// The directory spill files are written in.
@@ -327,7 +360,9 @@ impl Registry {
         }
         let recipe = match (&prepared, &self.config.snapshot_dir) {
             (Prepared::Snapshot(file, generation), Some(dir))
-                if self.config.warm_shell && warm::supported(&self.shell) =>
+                if self.config.warm_shell
+                    && self.config.launcher.is_empty()
+                    && warm::supported(&self.shell) =>
             {
                 Some(Recipe {
                     shell: self.shell.clone(),
@@ -423,12 +458,12 @@ impl Registry {
                     }
                     let id = new_id(&sessions)?;
                     let spawn = Spawn {
-                        invocation: self.shell.prepared_invocation(
+                        invocation: self.launched(self.shell.prepared_invocation(
                             &script,
                             &prepared,
                             &run.env,
                             &run.env_remove,
-                        ),
+                        )),
                         cwd: run.cwd,
                         env: run.env,
                         env_remove: run.env_remove,

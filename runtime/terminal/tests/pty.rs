@@ -15,6 +15,7 @@ fn registry(dir: &std::path::Path, max: usize) -> Registry {
         spill_cap: 16 << 20,
         snapshot_dir: None,
         warm_shell: false,
+        launcher: Vec::new(),
     })
 }
 
@@ -356,6 +357,7 @@ async fn idle_sessions_are_reaped() {
         spill_cap: 1 << 20,
         snapshot_dir: None,
         warm_shell: false,
+        launcher: Vec::new(),
     });
     let marker = "320.0421";
     let o = r

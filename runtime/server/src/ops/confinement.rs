@@ -1,0 +1,108 @@
+//! Commands confined to the approved roots (`[exec] confine = "roots"`): on Linux each command
+//! starts through `gantry sandbox-exec`, which restricts itself with Landlock and then becomes
+//! the shell. Reading and running programs stay as they were; writing, creating, removing,
+//! renaming and truncating files work only below the roots, a private temp directory (which
+//! `TMPDIR` names) and the few devices programs write to. Other platforms refuse the setting.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Devices a program may open for writing under confinement.
+const WRITABLE_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/pts",
+    "/dev/ptmx",
+    "/dev/shm",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// Whether commands can be confined here; the reason when not.
+pub fn probe() -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        use landlock::{ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_write(ABI::V1))
+            .and_then(|r| r.create())
+            .map(drop)
+            .map_err(|e| {
+                format!("this kernel cannot confine commands with Landlock ({e}); set [exec] confine = \"off\" or use a kernel with Landlock (5.13+) enabled")
+            })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(format!(
+            "[exec] confine = \"roots\" is implemented on Linux only (Landlock); this is {}: set confine = \"off\"",
+            std::env::consts::OS
+        ))
+    }
+}
+
+/// The program and arguments that start a command confined to `roots` (and `tmp`), to be
+/// followed by the shell and its arguments.
+pub fn launcher(roots: &[PathBuf], tmp: &Path) -> Vec<OsString> {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("gantry"));
+    let mut out: Vec<OsString> = vec![exe.into(), "sandbox-exec".into()];
+    out.push("--tmp".into());
+    out.push(tmp.into());
+    for r in roots {
+        out.push("--write".into());
+        out.push(r.into());
+    }
+    out.push("--".into());
+    out
+}
+
+/// Restricts this process (Landlock) and becomes `command`; returns only on failure, with
+/// what went wrong. Nothing runs unconfined: a ruleset the kernel does not enforce is an
+/// error, not a warning.
+pub fn exec_confined(write: &[PathBuf], tmp: &Path, command: &[OsString]) -> String {
+    let Some((program, args)) = command.split_first() else {
+        return "sandbox-exec: no command given".into();
+    };
+    #[cfg(target_os = "linux")]
+    {
+        use landlock::{
+            ABI, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+            path_beneath_rules,
+        };
+        let mut writable: Vec<PathBuf> = write.to_vec();
+        writable.push(tmp.to_path_buf());
+        writable.extend(
+            WRITABLE_DEVICES
+                .iter()
+                .map(PathBuf::from)
+                .filter(|p| p.exists()),
+        );
+        let access = AccessFs::from_write(ABI::V3);
+        let restricted = Ruleset::default()
+            .handle_access(access)
+            .and_then(|r| r.create())
+            .and_then(|r| r.add_rules(path_beneath_rules(&writable, access)))
+            .and_then(|r| r.restrict_self());
+        match restricted {
+            Ok(s) if s.ruleset != RulesetStatus::NotEnforced => {}
+            Ok(_) => return "sandbox-exec: the kernel did not enforce the Landlock ruleset; the command was not run".into(),
+            Err(e) => return format!("sandbox-exec: cannot confine the command: {e}"),
+        }
+        use std::os::unix::process::CommandExt as _;
+        let e = std::process::Command::new(program)
+            .args(args)
+            .env("TMPDIR", tmp)
+            .exec();
+        format!(
+            "sandbox-exec: cannot start {}: {e}",
+            Path::new(program).display()
+        )
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (write, tmp, program, args, WRITABLE_DEVICES);
+        "sandbox-exec: confinement is implemented on Linux only".into()
+    }
+}

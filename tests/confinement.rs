@@ -1,0 +1,93 @@
+//! `[exec] confine = "roots"` (Linux, Landlock): commands write below the roots and their
+//! private TMPDIR and nowhere else, read the system as usual, and the model is told.
+
+use serde_json::json;
+
+use crate::support::{Sandbox, call, facts, text};
+
+fn output(r: &rmcp::model::CallToolResult) -> String {
+    let t = text(r);
+    t.split_once("\nOutput:\n")
+        .map(|(_, o)| o.to_string())
+        .unwrap_or_else(|| panic!("no output in {t}"))
+}
+
+#[tokio::test]
+async fn confined_commands_write_only_below_the_roots_and_their_tmpdir() {
+    let sb = Sandbox::new();
+    sb.config("[exec]\nconfine = \"roots\"\n");
+    let client = sb.stdio(&[]).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let exec = tools.iter().find(|t| t.name == "exec_command").unwrap();
+    assert!(
+        exec.description
+            .as_deref()
+            .unwrap_or("")
+            .contains("Confined: commands write only below the approved roots"),
+        "{:?}",
+        exec.description
+    );
+
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "echo in > inside.txt && cat inside.txt" }),
+    )
+    .await;
+    assert_eq!(output(&r), "in\n", "{}", text(&r));
+    assert!(sb.root().join("inside.txt").exists());
+
+    // Outside the root: the sandbox's own directory, beside the root.
+    let outside = sb.path("outside.txt");
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": format!("echo out > '{}'", outside.display()) }),
+    )
+    .await;
+    assert_ne!(facts(&r)["exit_code"], 0, "{}", text(&r));
+    assert!(output(&r).contains("Permission denied"), "{}", text(&r));
+    assert!(!outside.exists());
+    // Nor remove, rename or make anything there.
+    std::fs::write(sb.path("keep.txt"), "kept").unwrap();
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": format!("rm -f '{0}/keep.txt'; mkdir '{0}/made'; mv '{0}/keep.txt' '{0}/moved.txt'; true", sb.path("").display()) }),
+    )
+    .await;
+    assert_eq!(facts(&r)["exit_code"], 0, "{}", text(&r));
+    assert_eq!(
+        std::fs::read_to_string(sb.path("keep.txt")).unwrap(),
+        "kept"
+    );
+    assert!(!sb.path("made").exists() && !sb.path("moved.txt").exists());
+
+    // Reading the system and the temp directory work as usual.
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "test -r /usr/bin/env && ls /usr >/dev/null && f=$(mktemp) && echo tmp > \"$f\" && cat \"$f\"" }),
+    )
+    .await;
+    assert_eq!(output(&r), "tmp\n", "{}", text(&r));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unknown_confinement_is_refused_at_start_naming_the_setting() {
+    let sb = Sandbox::new();
+    sb.config("[exec]\nconfine = \"maybe\"\n");
+    let out = sb
+        .serve(std::path::Path::new(crate::support::gantry()), &["--stdio"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[exec] confine `maybe` is not \"off\" or \"roots\""),
+        "{err}"
+    );
+}
