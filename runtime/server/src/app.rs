@@ -262,6 +262,7 @@ impl App {
             .map_err(|d| vec![format!("permission snapshot: {d}")])?;
         if permissions.effective(generated::Permission::Exec.name()) {
             terminal.prepare_in_background();
+            tracing::info!("{}", terminal::process_tree::method());
         }
         let live = Live {
             permissions,

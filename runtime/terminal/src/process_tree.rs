@@ -142,6 +142,19 @@ mod linux {
     }
 }
 
+/// How process trees are ended on this machine, as one sentence for the start-up log: a
+/// cgroup v2 hierarchy would let every process of a session be found whatever it does, but
+/// gantry does not use one yet, and says which method it relies on and what escapes it.
+pub fn method() -> &'static str {
+    if cfg!(windows) {
+        "process trees end with their job object"
+    } else if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        "process trees end by process session, descendants and an environment tag (cgroup v2 is present but not used yet): a setsid grandchild that clears the tag, or one left when the server is SIGKILLed, can outlive its session"
+    } else {
+        "process trees end by process session, descendants and an environment tag (no cgroup v2 here): a setsid grandchild that clears the tag, or one left when the server is SIGKILLed, can outlive its session"
+    }
+}
+
 /// How long processes get to run their exit handlers (remove lock files, restore the
 /// terminal) after SIGHUP and SIGTERM before SIGKILL. Killing at once left, for example, a
 /// login shell's `pyenv rehash` lock behind, and every later shell then waited a minute on it.
