@@ -91,3 +91,35 @@ async fn an_unknown_confinement_is_refused_at_start_naming_the_setting() {
         "{err}"
     );
 }
+
+/// Confinement that could be undone is refused: here a root holds gantry's config, state and
+/// the HOME whose profile gantry runs unconfined; a confined command could change them.
+#[tokio::test]
+async fn confinement_is_refused_when_a_root_holds_what_gantry_runs_or_trusts() {
+    let sb = Sandbox::new();
+    sb.config("[exec]\nconfine = \"roots\"\n");
+    std::fs::create_dir_all(sb.path("home")).unwrap();
+    let whole = sb.path("").canonicalize().unwrap();
+    let out = sb
+        .serve(
+            std::path::Path::new(crate::support::gantry()),
+            &["--stdio", "--root", &whole.display().to_string()],
+        )
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[exec] confine = \"roots\" cannot hold"),
+        "{err}"
+    );
+    for what in [
+        "the config file",
+        "the state directory",
+        "HOME, whose login profile",
+    ] {
+        assert!(err.contains(what), "{what}: {err}");
+    }
+}

@@ -613,6 +613,19 @@ async fn input_to_a_program_that_does_not_read_never_stalls_the_server() {
         "{}",
         text(&r)
     );
+    // More input while the first is stuck is refused, not queued behind it.
+    let r = call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": id, "chars": "more\n", "yield_time_ms": 250 }),
+    )
+    .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(
+        text(&r).contains("still waiting to be read"),
+        "{}",
+        text(&r)
+    );
     // The server still answers other calls at once.
     let started = Instant::now();
     let r = call(&client, "read", json!({ "paths": ["f.txt"] })).await;

@@ -175,6 +175,23 @@ fn say_commands_are_confined(tools: &mut [ServedTool]) {
     }
 }
 
+/// What confinement must keep out of the roots: what gantry runs or trusts unconfined.
+fn confinement_layout(
+    settings: &Settings,
+    exe: &std::path::Path,
+) -> Vec<(&'static str, Option<std::path::PathBuf>)> {
+    vec![
+        ("gantry's binary", Some(exe.to_path_buf())),
+        ("the config file", Some(settings.config_path.clone())),
+        ("the policy directory", settings.policies_dir.clone()),
+        ("the state directory", Some(settings.state_dir.clone())),
+        (
+            "HOME, whose login profile gantry runs to take the snapshot",
+            std::env::var_os("HOME").map(std::path::PathBuf::from),
+        ),
+    ]
+}
+
 /// The private temp directory confined commands write to (created 0700).
 fn confined_tmp(settings: &Settings) -> std::io::Result<std::path::PathBuf> {
     let tmp = settings.state_dir.join("tmp");
@@ -234,10 +251,20 @@ impl App {
         // stops the start instead of running commands unconfined.
         let launcher = if settings.exec_confine {
             crate::ops::confinement::probe().map_err(|e| vec![e])?;
+            let exe = std::env::current_exe().map_err(|e| {
+                vec![format!(
+                    "[exec] confine: cannot find gantry's own binary: {e}"
+                )]
+            })?;
+            crate::ops::confinement::check_layout(
+                roots.all(),
+                &confinement_layout(&settings, &exe),
+            )
+            .map_err(|e| vec![e])?;
             let tmp = confined_tmp(&settings)
                 .map_err(|e| vec![format!("private temp directory for commands: {e}")])?;
             tracing::info!(tmp = %tmp.display(), "commands may write only below the approved roots and a private temp directory");
-            crate::ops::confinement::launcher(roots.all(), &tmp)
+            crate::ops::confinement::launcher(&exe, roots.all(), &tmp)
         } else {
             Vec::new()
         };
@@ -382,17 +409,35 @@ impl App {
                             let shown: Vec<String> =
                                 r.all().iter().map(|p| p.display().to_string()).collect();
                             tracing::info!(roots = %shown.join(", "), "approved roots changed");
-                            if self.settings.exec_confine
-                                && let Ok(tmp) = confined_tmp(&self.settings)
-                            {
-                                self.terminal
-                                    .set_launcher(crate::ops::confinement::launcher(r.all(), &tmp));
+                            if self.settings.exec_confine {
+                                // New roots must keep what confinement relies on out of
+                                // reach; if not, every call is refused until fixed.
+                                let exe = std::env::current_exe().unwrap_or_default();
+                                match crate::ops::confinement::check_layout(
+                                    r.all(),
+                                    &confinement_layout(&self.settings, &exe),
+                                )
+                                .and_then(|()| {
+                                    confined_tmp(&self.settings).map_err(|e| e.to_string())
+                                }) {
+                                    Ok(tmp) => self.terminal.set_launcher(
+                                        crate::ops::confinement::launcher(&exe, r.all(), &tmp),
+                                    ),
+                                    Err(e) => problems.push(e),
+                                }
                             }
                             self.roots.set(r);
                             roots.clone_from(&s.roots);
                         }
                         Err(e) => problems.push(e),
                     }
+                }
+                if s.exec_confine != self.settings.exec_confine
+                    || s.warm_shell != self.settings.warm_shell
+                {
+                    problems.push(
+                        "[exec] changed in the config file: restart gantry for it to apply".into(),
+                    );
                 }
                 let permissions =
                     PermissionState::new(Platform::current(), s.read_only, s.permissions.clone());

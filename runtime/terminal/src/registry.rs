@@ -101,6 +101,8 @@ pub struct Registry {
     warm: Arc<Mutex<Option<Warm>>>,
     /// Set (under the warm slot's lock) by shutdown: no warm shell is started after it.
     closed: Arc<std::sync::atomic::AtomicBool>,
+    /// A warm shell is being started.
+    refilling: Arc<std::sync::atomic::AtomicBool>,
     /// Spill files named in replies, with the session and owner they belong to, so an owner
     /// can read its output back (bounded: the oldest are forgotten).
     spills: Mutex<std::collections::VecDeque<(PathBuf, u64, String)>>,
@@ -195,6 +197,7 @@ impl Registry {
             sessions: Mutex::new(HashMap::new()),
             warm: Arc::new(Mutex::new(None)),
             closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            refilling: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             spills: Mutex::new(std::collections::VecDeque::new()),
             launcher,
         }
@@ -237,6 +240,13 @@ impl Registry {
         match self.launcher.lock() {
             Ok(mut g) => *g = launcher,
             Err(p) => *p.into_inner() = launcher,
+        }
+    }
+
+    fn has_launcher(&self) -> bool {
+        match self.launcher.lock() {
+            Ok(g) => !g.is_empty(),
+            Err(p) => !p.into_inner().is_empty(),
         }
     }
 
@@ -465,7 +475,14 @@ impl Registry {
                             &run.env_remove,
                         )),
                         cwd: run.cwd,
-                        env: run.env,
+                        // Through a launcher, the call's variables reach the shell only by
+                        // its script: in the launcher's own environment a variable such as
+                        // LD_PRELOAD would run code before it confines anything.
+                        env: if self.has_launcher() {
+                            Vec::new()
+                        } else {
+                            run.env
+                        },
                         env_remove: run.env_remove,
                         batch_nonce,
                         owner: Some(run.owner),
@@ -493,6 +510,7 @@ impl Registry {
         if w.generation == recipe.generation
             && w.env_remove == recipe.env_remove
             && !w.session.exited()
+            && w.session.age() < warm::USABLE_FOR
         {
             Some(w)
         } else {
@@ -503,10 +521,15 @@ impl Registry {
 
     /// Starts the next warm shell in the background, unless one is already there.
     fn refill(&self, recipe: Recipe) {
-        if lock_warm(&self.warm).is_some() || self.closed.load(std::sync::atomic::Ordering::SeqCst)
-        {
+        use std::sync::atomic::Ordering;
+        if lock_warm(&self.warm).is_some() || self.closed.load(Ordering::SeqCst) {
             return;
         }
+        // One shell starting at a time: concurrent calls would otherwise each start one.
+        if self.refilling.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let refilling = self.refilling.clone();
         let slot = self.warm.clone();
         let closed = self.closed.clone();
         let spill_dir = self.config.spill_dir.clone();
@@ -514,6 +537,14 @@ impl Registry {
         let _ = std::thread::Builder::new()
             .name("gantry-warm-start".into())
             .spawn(move || {
+                // Cleared however this thread ends.
+                struct Done(Arc<std::sync::atomic::AtomicBool>);
+                impl Drop for Done {
+                    fn drop(&mut self) {
+                        self.0.store(false, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+                let _done = Done(refilling);
                 let Ok(id) = new_id(&HashMap::new()) else {
                     return;
                 };

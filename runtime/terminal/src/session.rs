@@ -333,6 +333,11 @@ impl Session {
         lock(&self.state).filter.nonce = nonce;
     }
 
+    /// How long ago the process started.
+    pub fn age(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     /// The connector instance the session answers to (empty until claimed).
     pub fn owner(&self) -> &str {
         self.owner.get().map_or("", String::as_str)
@@ -355,9 +360,13 @@ impl Session {
 
     /// Sends `chars` to the process's terminal.
     pub fn write(&self, chars: &str) -> std::io::Result<()> {
-        let mut w = match self.writer.lock() {
-            Ok(w) => w,
-            Err(p) => p.into_inner(),
+        // One write at a time: input to a program that does not read blocks its writer, and
+        // queueing more behind it would tie up a thread per call.
+        let Ok(mut w) = self.writer.try_lock() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "earlier input is still waiting to be read by the program; poll with empty chars, or kill the session",
+            ));
         };
         let Some(w) = w.as_mut() else {
             return Err(std::io::Error::other("stdin is closed"));

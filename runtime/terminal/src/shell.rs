@@ -93,9 +93,15 @@ impl Shell {
             crate::snapshot::Prepared::Snapshot(file, _) => {
                 format!(". {}\n", posix_quote(&file.to_string_lossy()))
             }
-            crate::snapshot::Prepared::Plain(_) => String::new(),
-            crate::snapshot::Prepared::Login(_) => return self.invocation(script),
+            crate::snapshot::Prepared::Plain(_) | crate::snapshot::Prepared::Login(_) => {
+                String::new()
+            }
         };
+        // Under confinement the launcher names the one temp directory commands may write;
+        // a profile's TMPDIR must not take it away.
+        s.push_str(
+            "[ -n \"${GANTRY_CONFINED_TMPDIR-}\" ] && export TMPDIR=\"$GANTRY_CONFINED_TMPDIR\"\n",
+        );
         for (k, v) in env.iter().filter(|(k, _)| is_name(k)) {
             s.push_str(&format!("export {k}={}\n", posix_quote(v)));
         }
@@ -103,8 +109,16 @@ impl Shell {
             s.push_str(&format!("unset {k}\n"));
         }
         s.push_str(script);
-        let mut args = crate::snapshot::plain_args(self);
-        args.push(s.into());
+        let args = match prepared {
+            // A login shell reads its profile before the script, so the call's variables,
+            // set in the script, still win.
+            crate::snapshot::Prepared::Login(_) => vec!["-lc".into(), s.into()],
+            _ => {
+                let mut args = crate::snapshot::plain_args(self);
+                args.push(s.into());
+                args
+            }
+        };
         Invocation {
             program: self.path.clone(),
             args,

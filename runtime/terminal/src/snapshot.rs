@@ -40,6 +40,13 @@ const NOT_REPLAYED: &[&str] = &[
     "SYSTEMD_PAGER",
     "COLUMNS",
     "LINES",
+    // Read-only in bash: setting them again prints an error before every command.
+    "SHELLOPTS",
+    "BASHOPTS",
+    "BASHPID",
+    "EUID",
+    "UID",
+    "PPID",
 ];
 
 /// Numbers captures, so a shell that sourced an older snapshot is known as stale.

@@ -21,6 +21,8 @@ use crate::window::SpillConfig;
 const READY_WITHIN: Duration = Duration::from_millis(200);
 /// How long an unused warm shell waits before ending itself.
 const IDLE_LIMIT: Duration = Duration::from_secs(15 * 60);
+/// A warm shell this old is not handed a command: it may end itself before running it.
+pub(crate) const USABLE_FOR: Duration = Duration::from_secs(14 * 60);
 
 /// Whether `shell` can be kept warm: bash, whose `read` takes a delimiter, a timeout and a
 /// descriptor.

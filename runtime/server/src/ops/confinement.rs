@@ -8,13 +8,13 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// Devices a program may open for writing under confinement.
+/// (The command's own terminal is added by name: other ptys, such as another session's,
+/// stay read-only.)
 const WRITABLE_DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/tty",
-    "/dev/pts",
-    "/dev/ptmx",
     "/dev/shm",
     "/dev/random",
     "/dev/urandom",
@@ -25,13 +25,15 @@ pub fn probe() -> Result<(), String> {
     #[cfg(target_os = "linux")]
     {
         use landlock::{ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
+        // All of V3's write rights (truncate included) or nothing: a partial ruleset would
+        // leave, e.g., truncating gantry's audit log possible.
         Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(AccessFs::from_write(ABI::V1))
+            .handle_access(AccessFs::from_write(ABI::V3))
             .and_then(|r| r.create())
             .map(drop)
             .map_err(|e| {
-                format!("this kernel cannot confine commands with Landlock ({e}); set [exec] confine = \"off\" or use a kernel with Landlock (5.13+) enabled")
+                format!("this kernel cannot confine commands with Landlock ({e}); set [exec] confine = \"off\" or use a kernel with Landlock ABI 3 (Linux 6.2+) enabled")
             })
     }
     #[cfg(not(target_os = "linux"))]
@@ -43,10 +45,38 @@ pub fn probe() -> Result<(), String> {
     }
 }
 
+/// Confinement holds only if nothing a confined command can write is something gantry runs
+/// or trusts unconfined: its binary (the launcher itself), its config, policies and state,
+/// and the login profile under HOME, which gantry runs to take the snapshot. Each of those
+/// lying below a root is a refusal, named.
+pub fn check_layout(roots: &[PathBuf], own: &[(&str, Option<PathBuf>)]) -> Result<(), String> {
+    let inside: Vec<String> = own
+        .iter()
+        .filter_map(|(what, path)| {
+            let path = path.as_ref()?;
+            let real = path.canonicalize().unwrap_or_else(|_| path.clone());
+            roots.iter().find(|r| real.starts_with(r)).map(|r| {
+                format!(
+                    "{what} ({}) lies below the root {}",
+                    real.display(),
+                    r.display()
+                )
+            })
+        })
+        .collect();
+    if inside.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "[exec] confine = \"roots\" cannot hold: a confined command could change what gantry runs or trusts unconfined: {}; move it out of the roots or set confine = \"off\"",
+            inside.join("; ")
+        ))
+    }
+}
+
 /// The program and arguments that start a command confined to `roots` (and `tmp`), to be
 /// followed by the shell and its arguments.
-pub fn launcher(roots: &[PathBuf], tmp: &Path) -> Vec<OsString> {
-    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("gantry"));
+pub fn launcher(exe: &Path, roots: &[PathBuf], tmp: &Path) -> Vec<OsString> {
     let mut out: Vec<OsString> = vec![exe.into(), "sandbox-exec".into()];
     out.push("--tmp".into());
     out.push(tmp.into());
@@ -68,8 +98,8 @@ pub fn exec_confined(write: &[PathBuf], tmp: &Path, command: &[OsString]) -> Str
     #[cfg(target_os = "linux")]
     {
         use landlock::{
-            ABI, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
-            path_beneath_rules,
+            ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
+            RulesetStatus, path_beneath_rules,
         };
         let mut writable: Vec<PathBuf> = write.to_vec();
         writable.push(tmp.to_path_buf());
@@ -79,21 +109,28 @@ pub fn exec_confined(write: &[PathBuf], tmp: &Path, command: &[OsString]) -> Str
                 .map(PathBuf::from)
                 .filter(|p| p.exists()),
         );
+        if let Ok(own_tty) = std::fs::read_link("/proc/self/fd/0")
+            && own_tty.starts_with("/dev/pts/")
+        {
+            writable.push(own_tty);
+        }
         let access = AccessFs::from_write(ABI::V3);
         let restricted = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(access)
             .and_then(|r| r.create())
             .and_then(|r| r.add_rules(path_beneath_rules(&writable, access)))
             .and_then(|r| r.restrict_self());
         match restricted {
-            Ok(s) if s.ruleset != RulesetStatus::NotEnforced => {}
-            Ok(_) => return "sandbox-exec: the kernel did not enforce the Landlock ruleset; the command was not run".into(),
+            Ok(s) if s.ruleset == RulesetStatus::FullyEnforced => {}
+            Ok(_) => return "sandbox-exec: the kernel did not fully enforce the Landlock ruleset; the command was not run".into(),
             Err(e) => return format!("sandbox-exec: cannot confine the command: {e}"),
         }
         use std::os::unix::process::CommandExt as _;
         let e = std::process::Command::new(program)
             .args(args)
             .env("TMPDIR", tmp)
+            .env("GANTRY_CONFINED_TMPDIR", tmp)
             .exec();
         format!(
             "sandbox-exec: cannot start {}: {e}",
