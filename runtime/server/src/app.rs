@@ -170,7 +170,9 @@ fn say_commands_are_confined(tools: &mut [ServedTool]) {
         .iter_mut()
         .filter(|t| t.spec.name == generated::core::actions::EXEC_COMMAND.as_str())
     {
+        // The declared description says commands are not confined; here they are.
         let d = t.tool.description.clone().unwrap_or_default();
+        let d = d.replace("; not confined to the approved roots.", ".");
         t.tool.description = Some(format!("{d}{CONFINED_NOTE}").into());
     }
 }
