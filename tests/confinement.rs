@@ -5,12 +5,7 @@ use serde_json::json;
 
 use crate::support::{Sandbox, call, facts, text};
 
-fn output(r: &rmcp::model::CallToolResult) -> String {
-    let t = text(r);
-    t.split_once("\nOutput:\n")
-        .map(|(_, o)| o.to_string())
-        .unwrap_or_else(|| panic!("no output in {t}"))
-}
+use crate::support::command_output as output;
 
 #[tokio::test]
 async fn confined_commands_write_only_below_the_roots_and_their_tmpdir() {
@@ -72,18 +67,23 @@ async fn confined_commands_write_only_below_the_roots_and_their_tmpdir() {
     client.cancel().await.unwrap();
 }
 
-#[tokio::test]
-async fn an_unknown_confinement_is_refused_at_start_naming_the_setting() {
-    let sb = Sandbox::new();
-    sb.config("[exec]\nconfine = \"maybe\"\n");
+/// Starts the server with `extra` flags, expects it to refuse, and returns what it said.
+async fn refused_at_start(sb: &Sandbox, extra: &[&str]) -> String {
     let out = sb
-        .serve(std::path::Path::new(crate::support::gantry()), &["--stdio"])
+        .serve(std::path::Path::new(crate::support::gantry()), extra)
         .stdin(std::process::Stdio::null())
         .output()
         .await
         .unwrap();
     assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn an_unknown_confinement_is_refused_at_start_naming_the_setting() {
+    let sb = Sandbox::new();
+    sb.config("[exec]\nconfine = \"maybe\"\n");
+    let err = refused_at_start(&sb, &["--stdio"]).await;
     assert!(
         err.contains("[exec] confine `maybe` is not \"off\" or \"roots\""),
         "{err}"
@@ -98,17 +98,7 @@ async fn confinement_is_refused_when_a_root_holds_what_gantry_runs_or_trusts() {
     sb.config("[exec]\nconfine = \"roots\"\n");
     std::fs::create_dir_all(sb.path("home")).unwrap();
     let whole = sb.path("").canonicalize().unwrap();
-    let out = sb
-        .serve(
-            std::path::Path::new(crate::support::gantry()),
-            &["--stdio", "--root", &whole.display().to_string()],
-        )
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_at_start(&sb, &["--stdio", "--root", &whole.display().to_string()]).await;
     assert!(
         err.contains("[exec] confine = \"roots\" cannot hold"),
         "{err}"

@@ -7,14 +7,7 @@ use crate::support::{Sandbox, call, facts, is_error, text};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
-/// The command's output: everything after the text's first `Output:` line.
-fn output(result: &CallToolResult) -> String {
-    let t = text(result);
-    match t.split_once("\nOutput:\n") {
-        Some((_, out)) => out.to_string(),
-        None => panic!("no `Output:` line in {t:?}"),
-    }
-}
+use crate::support::command_output as output;
 
 /// The `Note: ` lines of the text's header (before `Output:`), without the prefix.
 fn notes(result: &CallToolResult) -> Vec<String> {

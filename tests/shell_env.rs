@@ -9,13 +9,7 @@ use serde_json::json;
 
 use crate::support::{Sandbox, call, gantry, stdio_client, text};
 
-/// The command's output: what follows the `Output:` line.
-fn output(r: &rmcp::model::CallToolResult) -> String {
-    let t = text(r);
-    t.split_once("\nOutput:\n")
-        .map(|(_, o)| o.to_string())
-        .unwrap_or_else(|| panic!("no output in {t}"))
-}
+use crate::support::command_output as output;
 
 /// A server whose HOME (the sandbox's) has `profile` as its bash login profile, started the
 /// way a client would start it: with its own PATH.

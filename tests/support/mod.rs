@@ -243,6 +243,15 @@ pub fn text(result: &CallToolResult) -> String {
         .unwrap_or_default()
 }
 
+/// A command's output: what follows the `Output:` line of an exec result's text.
+pub fn command_output(result: &CallToolResult) -> String {
+    let t = text(result);
+    match t.split_once("\nOutput:\n") {
+        Some((_, out)) => out.to_string(),
+        None => panic!("no `Output:` line in {t:?}"),
+    }
+}
+
 /// The machine facts of a text-shaped tool's result (`_meta["gantry/result"]`), or null.
 pub fn facts(result: &CallToolResult) -> serde_json::Value {
     result

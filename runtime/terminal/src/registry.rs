@@ -113,8 +113,10 @@ pub struct Registry {
 /// How many spill files the registry remembers the owners of.
 const SPILLS_REMEMBERED: usize = 1024;
 
-fn lock_warm(slot: &Mutex<Option<Warm>>) -> MutexGuard<'_, Option<Warm>> {
-    match slot.lock() {
+/// A lock whose holder panicked still guards consistent data here (every update is one
+/// assignment), so it is taken rather than refused.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
     }
@@ -204,10 +206,7 @@ impl Registry {
     }
 
     fn sessions(&self) -> MutexGuard<'_, HashMap<u64, Arc<Session>>> {
-        match self.sessions.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        lock(&self.sessions)
     }
 
     /// Takes the login snapshot now, in the background, so the first command does not pay
@@ -225,11 +224,7 @@ impl Registry {
     /// The session whose output `path` is, when `owner` may read it back: a spill file named
     /// in a reply to that owner, still in the spill directory.
     pub fn spill_of(&self, owner: &str, path: &std::path::Path) -> Option<u64> {
-        let spills = match self.spills.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        spills
+        lock(&self.spills)
             .iter()
             .find(|(p, _, o)| p == path && o == owner)
             .map(|(_, id, _)| *id)
@@ -237,25 +232,16 @@ impl Registry {
 
     /// Replaces the launcher commands start through (new commands only).
     pub fn set_launcher(&self, launcher: Vec<std::ffi::OsString>) {
-        match self.launcher.lock() {
-            Ok(mut g) => *g = launcher,
-            Err(p) => *p.into_inner() = launcher,
-        }
+        *lock(&self.launcher) = launcher;
     }
 
     fn has_launcher(&self) -> bool {
-        match self.launcher.lock() {
-            Ok(g) => !g.is_empty(),
-            Err(p) => !p.into_inner().is_empty(),
-        }
+        !lock(&self.launcher).is_empty()
     }
 
     /// `invocation` started through the launcher, if there is one.
     fn launched(&self, invocation: crate::shell::Invocation) -> crate::shell::Invocation {
-        let launcher = match self.launcher.lock() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        };
+        let launcher = lock(&self.launcher).clone();
         let Some((program, first)) = launcher.split_first() else {
             return invocation;
         };
@@ -318,10 +304,7 @@ impl Registry {
         if let Some(file) = &collected.output.file
             && let Some(owner) = Some(session.owner()).filter(|o| !o.is_empty())
         {
-            let mut spills = match self.spills.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+            let mut spills = lock(&self.spills);
             if spills.len() >= SPILLS_REMEMBERED {
                 spills.pop_front();
             }
@@ -399,7 +382,7 @@ impl Registry {
                 let Some(text) = warm::command_text(&run.cwd, &run.env, &run.env_remove, &script)
                 else {
                     // A NUL in the command: the cold path refuses it; the shell stays warm.
-                    let mut slot = lock_warm(&self.warm);
+                    let mut slot = lock(&self.warm);
                     if slot.is_none() {
                         *slot = Some(w);
                     } else {
@@ -506,7 +489,7 @@ impl Registry {
     /// The warm shell, if it fits `recipe` (same snapshot, same removals) and still lives; a
     /// stale one is ended.
     fn take_warm(&self, recipe: &Recipe) -> Option<Warm> {
-        let w = lock_warm(&self.warm).take()?;
+        let w = lock(&self.warm).take()?;
         if w.generation == recipe.generation
             && w.env_remove == recipe.env_remove
             && !w.session.exited()
@@ -522,7 +505,7 @@ impl Registry {
     /// Starts the next warm shell in the background, unless one is already there.
     fn refill(&self, recipe: Recipe) {
         use std::sync::atomic::Ordering;
-        if lock_warm(&self.warm).is_some() || self.closed.load(Ordering::SeqCst) {
+        if lock(&self.warm).is_some() || self.closed.load(Ordering::SeqCst) {
             return;
         }
         // One shell starting at a time: concurrent calls would otherwise each start one.
@@ -555,7 +538,7 @@ impl Registry {
                 };
                 match warm::start(&recipe, id, spill) {
                     Ok(w) => {
-                        let mut g = lock_warm(&slot);
+                        let mut g = lock(&slot);
                         if g.is_none() && !closed.load(std::sync::atomic::Ordering::SeqCst) {
                             *g = Some(w);
                         } else {
@@ -663,7 +646,7 @@ impl Registry {
     pub fn shutdown(&self) {
         let mut all: Vec<Arc<Session>> = self.sessions().drain().map(|(_, s)| s).collect();
         {
-            let mut slot = lock_warm(&self.warm);
+            let mut slot = lock(&self.warm);
             self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
             if let Some(w) = slot.take() {
                 let _ = std::fs::remove_file(&w.fifo);

@@ -102,12 +102,7 @@ impl Shell {
         s.push_str(
             "[ -n \"${GANTRY_CONFINED_TMPDIR-}\" ] && export TMPDIR=\"$GANTRY_CONFINED_TMPDIR\"\n",
         );
-        for (k, v) in env.iter().filter(|(k, _)| is_name(k)) {
-            s.push_str(&format!("export {k}={}\n", posix_quote(v)));
-        }
-        for k in remove.iter().filter(|k| is_name(k)) {
-            s.push_str(&format!("unset {k}\n"));
-        }
+        s.push_str(&env_lines(env, remove));
         s.push_str(script);
         let args = match prepared {
             // A login shell reads its profile before the script, so the call's variables,
@@ -124,6 +119,19 @@ impl Shell {
             args,
         }
     }
+}
+
+/// The lines that give a shell the call's variables (they win over the profile's) and take
+/// away the removed ones.
+pub(crate) fn env_lines(env: &[(String, String)], remove: &[String]) -> String {
+    let mut s = String::new();
+    for (k, v) in env.iter().filter(|(k, _)| is_name(k)) {
+        s.push_str(&format!("export {k}={}\n", posix_quote(v)));
+    }
+    for k in remove.iter().filter(|k| is_name(k)) {
+        s.push_str(&format!("unset {k}\n"));
+    }
+    s
 }
 
 pub(crate) fn is_name(name: &str) -> bool {

@@ -329,11 +329,6 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::io::Write::write_all(&mut opts.open(path)?, bytes)
 }
 
-fn is_name(name: &str) -> bool {
-    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 /// PATH: the profile's entries, then the server's that the profile dropped, in their order.
 pub fn merge_path(profile: &str, server: Option<&OsStr>) -> String {
     let mut out: Vec<&str> = profile.split(':').filter(|e| !e.is_empty()).collect();
@@ -359,7 +354,7 @@ fn render(fam: Family, env: &[u8], more: &str, server_path: Option<&OsStr>) -> S
         let Some((name, value)) = entry.split_once('=') else {
             continue;
         };
-        if !is_name(name)
+        if !crate::shell::is_name(name)
             || NOT_REPLAYED.contains(&name)
             || name.starts_with("GANTRY_")
             || name.starts_with("BASH_FUNC_")

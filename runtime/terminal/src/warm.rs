@@ -116,12 +116,7 @@ pub(crate) fn command_text(
         return None;
     }
     let mut s = format!("cd -- {} || exit 1\n", posix_quote(&cwd.to_string_lossy()));
-    for (k, v) in env.iter().filter(|(k, _)| crate::shell::is_name(k)) {
-        s.push_str(&format!("export {k}={}\n", posix_quote(v)));
-    }
-    for k in remove.iter().filter(|k| crate::shell::is_name(k)) {
-        s.push_str(&format!("unset {k}\n"));
-    }
+    s.push_str(&crate::shell::env_lines(env, remove));
     s.push_str(script);
     s.push('\0');
     Some(s)
