@@ -280,6 +280,7 @@ impl App {
             snapshot_dir: Some(settings.state_dir.join("shell")),
             warm_shell: settings.warm_shell,
             launcher,
+            cgroup: settings.exec_cgroup,
         }));
         let permissions = PermissionState::new(
             Platform::current(),
@@ -291,7 +292,7 @@ impl App {
             .map_err(|d| vec![format!("permission snapshot: {d}")])?;
         if permissions.effective(generated::Permission::Exec.name()) {
             terminal.prepare_in_background();
-            tracing::info!("{}", terminal::process_tree::method());
+            tracing::info!("{}", terminal.process_tree_method());
         }
         let live = Live {
             permissions,
@@ -436,6 +437,7 @@ impl App {
                 }
                 if s.exec_confine != self.settings.exec_confine
                     || s.warm_shell != self.settings.warm_shell
+                    || s.exec_cgroup != self.settings.exec_cgroup
                 {
                     problems.push(
                         "[exec] changed in the config file: restart gantry for it to apply".into(),

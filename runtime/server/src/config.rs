@@ -70,6 +70,8 @@ struct ExecSection {
     /// `"off"` (default) or `"roots"`.
     confine: Option<toml::Spanned<String>>,
     warm_shell: Option<bool>,
+    /// Each session in a cgroup v2 group of its own where one can be created (default on).
+    cgroup: Option<bool>,
 }
 
 /// The settings of this run, every source merged.
@@ -103,6 +105,8 @@ pub struct Settings {
     pub audit_command_lines: bool,
     /// Keep one shell started ahead of the next command (bash with a snapshot).
     pub warm_shell: bool,
+    /// Each command session in a cgroup of its own where one can be created.
+    pub exec_cgroup: bool,
     /// Commands may write only below the roots and a private temp directory.
     pub exec_confine: bool,
     /// Whether the root is the current directory because none was given.
@@ -389,6 +393,7 @@ impl Settings {
             session_idle,
             audit_command_lines: file.audit_command_lines.unwrap_or(true),
             warm_shell: exec.warm_shell.unwrap_or(true),
+            exec_cgroup: exec.cgroup.unwrap_or(true),
             exec_confine,
             defaulted_root,
         })

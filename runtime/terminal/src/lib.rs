@@ -7,6 +7,7 @@
 //! process prints. The [`Registry`] bounds the number of sessions, ends idle ones, and ends
 //! whole process trees (detached grandchildren included, see [`process_tree`]).
 
+pub mod cgroup;
 pub mod process_tree;
 mod registry;
 pub mod sanitize;

@@ -118,8 +118,12 @@ mod linux {
     }
 
     pub fn kill(pid: i32) {
+        signal(pid, Signal::KILL);
+    }
+
+    pub fn signal(pid: i32, signal: Signal) {
         if let Some(p) = Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process(p, Signal::KILL);
+            let _ = rustix::process::kill_process(p, signal);
         }
     }
 
@@ -142,16 +146,15 @@ mod linux {
     }
 }
 
-/// How process trees are ended on this machine, as one sentence for the start-up log: a
-/// cgroup v2 hierarchy would let every process of a session be found whatever it does, but
-/// gantry does not use one yet, and says which method it relies on and what escapes it.
-pub fn method() -> &'static str {
+/// How process trees are ended without a cgroup, as one sentence for the start-up log: which
+/// method is relied on and what escapes it. `why` says why there is no cgroup.
+pub fn method_without_cgroup(why: &str) -> String {
     if cfg!(windows) {
-        "process trees end with their job object"
-    } else if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        "process trees end by process session, descendants and an environment tag (cgroup v2 is present but not used yet): a setsid grandchild that clears the tag, or one left when the server is SIGKILLed, can outlive its session"
+        "process trees end with their job object".into()
     } else {
-        "process trees end by process session, descendants and an environment tag (no cgroup v2 here): a setsid grandchild that clears the tag, or one left when the server is SIGKILLed, can outlive its session"
+        format!(
+            "process trees end by process session, descendants and an environment tag, not by cgroup ({why}): a setsid grandchild that clears the tag, or one left when the server is SIGKILLed, can outlive its session"
+        )
     }
 }
 
@@ -222,6 +225,37 @@ pub fn terminate(leader: u32, tag: &str, since: u64, young: bool) -> usize {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     signalled
+}
+
+/// Ends every process in a session's cgroup: politely first (SIGHUP, then SIGTERM, each to
+/// the process and its group, then a grace), then `cgroup.kill`, which no process can dodge.
+/// Every pid listed in the group is one of the session's, so no pid-reuse check is needed.
+/// Returns how many processes were found.
+#[cfg(target_os = "linux")]
+pub fn terminate_group(_leader: u32, _since: u64, group: &crate::cgroup::Group) -> usize {
+    let members = group.pids();
+    if members.is_empty() {
+        return 0;
+    }
+    for signal in [rustix::process::Signal::HUP, rustix::process::Signal::TERM] {
+        for p in &members {
+            linux::signal(*p, signal);
+            linux::signal_group(*p, signal);
+        }
+    }
+    let until = std::time::Instant::now() + GRACE;
+    while std::time::Instant::now() < until && group.populated() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    group.kill(std::time::Duration::from_secs(2));
+    members.len()
+}
+
+/// Sessions have cgroups only on Linux.
+#[cfg(not(target_os = "linux"))]
+pub fn terminate_group(leader: u32, _since: u64, _group: &crate::cgroup::Group) -> usize {
+    let _ = leader;
+    0
 }
 
 /// Kills the process group (= session) the leader started; no /proc here to find more.

@@ -31,6 +31,8 @@ pub struct Config {
     /// A program and arguments every command starts through (the shell and its arguments
     /// follow), e.g. a confining launcher; empty for none.
     pub launcher: Vec<std::ffi::OsString>,
+    /// Put each session in a cgroup v2 group of its own where one can be created.
+    pub cgroup: bool,
 }
 
 /// What to run.
@@ -108,6 +110,10 @@ pub struct Registry {
     spills: Mutex<std::collections::VecDeque<(PathBuf, u64, String)>>,
     /// [`Config::launcher`], replaceable while running (the roots it names can change).
     launcher: Mutex<Vec<std::ffi::OsString>>,
+    /// This instance's cgroup tree, when sessions get cgroups.
+    tree: Option<Arc<crate::cgroup::Tree>>,
+    /// How process trees are ended, for the start-up log.
+    tree_method: String,
 }
 
 /// How many spill files the registry remembers the owners of.
@@ -192,6 +198,29 @@ impl Registry {
             }
         }
         let launcher = Mutex::new(config.launcher.clone());
+        let (tree, tree_method) = if config.cgroup {
+            match crate::cgroup::Tree::create() {
+                Ok(created) => {
+                    let mut said = format!(
+                        "process trees end by cgroup: each session has its own below {}, ended with cgroup.kill, so detached grandchildren go too (a process that moves itself to another cgroup, as root can, escapes)",
+                        created.tree.dir().display()
+                    );
+                    if created.ended_stale > 0 {
+                        said.push_str(&format!(
+                            "; ended {} processes left by an instance that died",
+                            created.ended_stale
+                        ));
+                    }
+                    (Some(Arc::new(created.tree)), said)
+                }
+                Err(why) => (None, crate::process_tree::method_without_cgroup(&why)),
+            }
+        } else {
+            (
+                None,
+                crate::process_tree::method_without_cgroup("[exec] cgroup = false"),
+            )
+        };
         Registry {
             config,
             shell,
@@ -202,6 +231,8 @@ impl Registry {
             refilling: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             spills: Mutex::new(std::collections::VecDeque::new()),
             launcher,
+            tree,
+            tree_method,
         }
     }
 
@@ -228,6 +259,25 @@ impl Registry {
             .iter()
             .find(|(p, _, o)| p == path && o == owner)
             .map(|(_, id, _)| *id)
+    }
+
+    /// How process trees are ended here and what escapes it, for the start-up log.
+    pub fn process_tree_method(&self) -> &str {
+        &self.tree_method
+    }
+
+    /// A cgroup for session `id`, when sessions get them. Failing to create one fails the
+    /// start: a command is not run outside the containment the server announced.
+    fn group(&self, id: u64) -> Result<Option<Arc<crate::cgroup::Group>>, TerminalError> {
+        match &self.tree {
+            Some(tree) => tree.group(id).map(|g| Some(Arc::new(g))).map_err(|e| {
+                TerminalError::Spawn(std::io::Error::new(
+                    e.kind(),
+                    format!("the session's cgroup could not be created: {e}"),
+                ))
+            }),
+            None => Ok(None),
+        }
     }
 
     /// Replaces the launcher commands start through (new commands only).
@@ -469,6 +519,7 @@ impl Registry {
                         env_remove: run.env_remove,
                         batch_nonce,
                         owner: Some(run.owner),
+                        group: self.group(id)?,
                     };
                     let session =
                         Session::start(id, spawn, self.spill(id)).map_err(TerminalError::Spawn)?;
@@ -517,6 +568,7 @@ impl Registry {
         let closed = self.closed.clone();
         let spill_dir = self.config.spill_dir.clone();
         let spill_cap = self.config.spill_cap;
+        let tree = self.tree.clone();
         let _ = std::thread::Builder::new()
             .name("gantry-warm-start".into())
             .spawn(move || {
@@ -536,7 +588,14 @@ impl Registry {
                     cap: spill_cap,
                     prefix: format!("exec-{id}"),
                 };
-                match warm::start(&recipe, id, spill) {
+                let group = match tree.as_ref().map(|t| t.group(id)).transpose() {
+                    Ok(g) => g.map(Arc::new),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "no cgroup for a warm shell");
+                        return;
+                    }
+                };
+                match warm::start(&recipe, id, spill, group) {
                     Ok(w) => {
                         let mut g = lock(&slot);
                         if g.is_none() && !closed.load(std::sync::atomic::Ordering::SeqCst) {
@@ -654,5 +713,8 @@ impl Registry {
             }
         }
         terminate_all(&all);
+        if let Some(tree) = &self.tree {
+            tree.end();
+        }
     }
 }

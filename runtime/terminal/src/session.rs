@@ -37,6 +37,9 @@ pub struct Spawn {
     /// Who starts it (see [`Session::owner`]); `None` for a shell started ahead of its
     /// command, which gets its owner with the command ([`Session::claim`]).
     pub owner: Option<String>,
+    /// The cgroup the command runs in (it joins before anything of it runs), where gantry
+    /// has a cgroup v2 tree.
+    pub group: Option<Arc<crate::cgroup::Group>>,
 }
 
 /// How a session ended.
@@ -154,6 +157,8 @@ pub struct Session {
     notify: tokio::sync::Notify,
     // Keeps the PTY open for the life of the session.
     _master: Mutex<Box<dyn MasterPty + Send>>,
+    /// The session's cgroup, if it has one: what ends its tree.
+    group: Option<Arc<crate::cgroup::Group>>,
     #[cfg(windows)]
     job: Option<process_tree::JobObject>,
 }
@@ -207,7 +212,16 @@ impl Session {
                 pixel_height: 0,
             })
             .map_err(other)?;
-        let mut cmd = CommandBuilder::new(&spawn.invocation.program);
+        let mut cmd = match &spawn.group {
+            Some(group) => {
+                let mut cmd = CommandBuilder::new(crate::cgroup::JOIN_SHELL);
+                cmd.args(["-c", crate::cgroup::JOIN, "gantry-join"]);
+                cmd.arg(group.procs());
+                cmd.arg(&spawn.invocation.program);
+                cmd
+            }
+            None => CommandBuilder::new(&spawn.invocation.program),
+        };
         cmd.args(&spawn.invocation.args);
         cmd.cwd(&spawn.cwd);
         for key in &spawn.env_remove {
@@ -268,6 +282,7 @@ impl Session {
             }),
             notify: tokio::sync::Notify::new(),
             _master: Mutex::new(pty.master),
+            group: spawn.group,
             #[cfg(windows)]
             job,
         });
@@ -422,18 +437,27 @@ impl Session {
         }
     }
 
+    /// Ends every process of the session: by its cgroup where it has one, else by process
+    /// group, session, descendants and tag.
+    fn end_tree(&self) -> usize {
+        match &self.group {
+            Some(group) => process_tree::terminate_group(self.pid, self.start_ticks, group),
+            None => process_tree::terminate(
+                self.pid,
+                &self.tag,
+                self.start_ticks,
+                self.started.elapsed() < YOUNG,
+            ),
+        }
+    }
+
     /// Ends the whole process tree and waits (briefly) for the exit to be recorded.
     pub fn terminate(&self) -> usize {
         #[cfg(windows)]
         if let Some(job) = &self.job {
             job.terminate();
         }
-        let n = process_tree::terminate(
-            self.pid,
-            &self.tag,
-            self.start_ticks,
-            self.started.elapsed() < YOUNG,
-        );
+        let n = self.end_tree();
         // A write blocked on a program that does not read holds the lock; it fails once the
         // tree is gone, so it is not waited for here.
         if let Ok(mut w) = self.writer.try_lock() {
@@ -451,12 +475,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         // Never leave a process behind, even on a path that forgot to end the session.
         if lock(&self.state).exit.is_none() || !lock(&self.state).eof {
-            let _ = process_tree::terminate(
-                self.pid,
-                &self.tag,
-                self.start_ticks,
-                self.started.elapsed() < YOUNG,
-            );
+            let _ = self.end_tree();
         }
     }
 }

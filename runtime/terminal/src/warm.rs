@@ -55,7 +55,12 @@ pub(crate) struct Recipe {
 
 /// Starts a warm shell with session id `id`.
 #[cfg(unix)]
-pub(crate) fn start(recipe: &Recipe, id: u64, spill: SpillConfig) -> std::io::Result<Warm> {
+pub(crate) fn start(
+    recipe: &Recipe,
+    id: u64,
+    spill: SpillConfig,
+    group: Option<Arc<crate::cgroup::Group>>,
+) -> std::io::Result<Warm> {
     use crate::session::Spawn;
     use crate::shell::Invocation;
     use rustix::fs::{CWD, FileType, Mode, mknodat};
@@ -83,6 +88,7 @@ pub(crate) fn start(recipe: &Recipe, id: u64, spill: SpillConfig) -> std::io::Re
         env_remove: recipe.env_remove.clone(),
         batch_nonce: None,
         owner: None,
+        group,
     };
     match Session::start(id, spawn, spill) {
         Ok(session) => Ok(Warm {
@@ -99,7 +105,12 @@ pub(crate) fn start(recipe: &Recipe, id: u64, spill: SpillConfig) -> std::io::Re
 }
 
 #[cfg(not(unix))]
-pub(crate) fn start(_recipe: &Recipe, _id: u64, _spill: SpillConfig) -> std::io::Result<Warm> {
+pub(crate) fn start(
+    _recipe: &Recipe,
+    _id: u64,
+    _spill: SpillConfig,
+    _group: Option<Arc<crate::cgroup::Group>>,
+) -> std::io::Result<Warm> {
     Err(std::io::Error::other("no warm shells on this platform"))
 }
 

@@ -16,6 +16,7 @@ fn registry(dir: &std::path::Path, max: usize) -> Registry {
         snapshot_dir: None,
         warm_shell: false,
         launcher: Vec::new(),
+        cgroup: true,
     })
 }
 
@@ -358,6 +359,7 @@ async fn idle_sessions_are_reaped() {
         snapshot_dir: None,
         warm_shell: false,
         launcher: Vec::new(),
+        cgroup: true,
     });
     let marker = "320.0421";
     let o = r

@@ -1,0 +1,327 @@
+//! cgroup v2 containment (Linux): every session runs in a cgroup of its own, so ending it
+//! reaches every process it started, however it detached (`setsid`, double fork, `env -i`),
+//! with one write to `cgroup.kill`.
+//!
+//! The layout, below the cgroup the server itself runs in:
+//! `gantry.<pid>.<start ticks>.<n>/` for this server instance, and `s<session id>/` below it for
+//! each session. A server that dies without ending its sessions (SIGKILL, a crash) leaves its
+//! instance directory behind; the next instance started in the same cgroup finds it (its
+//! pid and start time no longer name a live process) and ends everything in it.
+//!
+//! A command joins its cgroup before anything of it runs: it is started through a `/bin/sh`
+//! that writes its own pid into the group's `cgroup.procs` and then `exec`s the command, so
+//! no child can be forked outside the group. A process that moves itself to another cgroup
+//! (root can) is out of reach, as it is of systemd's.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The instance directories' common prefix.
+const INSTANCE_PREFIX: &str = "gantry.";
+
+/// The shell text that puts itself into the cgroup named by `$1` and becomes the command that
+/// follows; if the write fails the command does not run (exit 125).
+pub(crate) const JOIN: &str = "{ echo $$ >\"$1\"; } 2>/dev/null || { echo \"gantry: the command could not join its cgroup ($1); it did not run\" >&2; exit 125; }; shift; exec \"$@\"";
+
+/// The program that runs [`JOIN`].
+pub(crate) const JOIN_SHELL: &str = "/bin/sh";
+
+/// This server instance's cgroup directory.
+#[derive(Debug)]
+pub struct Tree {
+    dir: PathBuf,
+}
+
+/// One session's cgroup directory; removed when dropped (after ending what is left in it).
+#[derive(Debug)]
+pub struct Group {
+    dir: PathBuf,
+}
+
+/// What [`Tree::create`] found.
+#[derive(Debug)]
+pub struct Created {
+    /// The instance's tree.
+    pub tree: Tree,
+    /// Processes ended that instances which died had left behind.
+    pub ended_stale: usize,
+}
+
+impl Tree {
+    /// Creates this instance's directory below the cgroup the server runs in, after ending
+    /// what dead instances left there, and checks that a process can really be moved into a
+    /// session group. `Err` says, in words for the start-up log, why no cgroup can be used.
+    pub fn create() -> Result<Created, String> {
+        if !cfg!(target_os = "linux") {
+            return Err("cgroups exist only on Linux".into());
+        }
+        let own = own_cgroup()?;
+        let ended_stale = end_stale(&own);
+        let me = std::process::id();
+        // One process may hold several registries (tests do): each gets its own directory.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let dir = own.join(format!(
+            "{INSTANCE_PREFIX}{me}.{}.{}",
+            crate::process_tree::start_ticks(me),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        if let Err(e) = std::fs::create_dir(&dir)
+            && e.kind() != std::io::ErrorKind::AlreadyExists
+        {
+            return Err(format!(
+                "no cgroup can be created below {} ({e}); a delegated cgroup (systemd-run --user --scope -p Delegate=yes) or root allows it",
+                own.display()
+            ));
+        }
+        let tree = Tree { dir };
+        if !tree.dir.join("cgroup.kill").exists() {
+            return Err(
+                "this kernel's cgroup v2 has no cgroup.kill (Linux 5.14 or later has)".into(),
+            );
+        }
+        tree.probe()?;
+        Ok(Created { tree, ended_stale })
+    }
+
+    /// The instance directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A new, empty group for session `id`.
+    pub fn group(&self, id: u64) -> std::io::Result<Group> {
+        let dir = self.dir.join(format!("s{id}"));
+        std::fs::create_dir(&dir)?;
+        Ok(Group { dir })
+    }
+
+    /// Starts a process through [`JOIN`] into a fresh group and sees it arrive there: writing
+    /// `cgroup.procs` needs more than creating a directory (write access to the common
+    /// ancestor's `cgroup.procs` too).
+    fn probe(&self) -> Result<(), String> {
+        let group = self
+            .group(0)
+            .map_err(|e| format!("no session cgroup can be created: {e}"))?;
+        let out = std::process::Command::new(JOIN_SHELL)
+            .args(["-c", JOIN, "gantry-join"])
+            .arg(group.procs())
+            .args([JOIN_SHELL, "-c", "cat /proc/self/cgroup"])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("{JOIN_SHELL} could not be started: {e}"))?;
+        let seen = String::from_utf8_lossy(&out.stdout);
+        let name = group
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        let joined = out.status.success()
+            && seen.lines().filter_map(|l| l.strip_prefix("0::")).any(|p| {
+                name.as_deref()
+                    .is_some_and(|n| p.ends_with(&format!("/{n}")))
+            });
+        if joined {
+            Ok(())
+        } else {
+            Err(format!(
+                "a process cannot be moved into a cgroup below {} (no write access to the server's own cgroup.procs)",
+                self.dir.display()
+            ))
+        }
+    }
+
+    /// Ends every process of every session of this instance and removes its directories.
+    /// Called at shutdown; safe to call more than once.
+    pub fn end(&self) {
+        end_instance(&self.dir);
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        end_instance(&self.dir);
+    }
+}
+
+impl Group {
+    /// The file a process joins the group through.
+    pub fn procs(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    /// The processes in the group now.
+    pub fn pids(&self) -> Vec<i32> {
+        pids_of(&self.dir)
+    }
+
+    /// Whether any process is in the group.
+    pub fn populated(&self) -> bool {
+        populated(&self.dir)
+    }
+
+    /// SIGKILLs every process in the group and waits (up to `wait`) until none is left.
+    /// Returns whether the group is empty.
+    pub fn kill(&self, wait: Duration) -> bool {
+        kill_and_wait(&self.dir, wait)
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if populated(&self.dir) {
+            kill_and_wait(&self.dir, Duration::from_secs(1));
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+fn pids_of(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn populated(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.events"))
+        .is_ok_and(|t| t.lines().any(|l| l.trim() == "populated 1"))
+}
+
+fn kill_and_wait(dir: &Path, wait: Duration) -> bool {
+    if !populated(dir) {
+        return true;
+    }
+    let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+    let until = Instant::now() + wait;
+    loop {
+        if !populated(dir) {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Ends everything below an instance directory and removes it: one `cgroup.kill` on the
+/// instance reaches every session group below it. Returns how many processes were in it.
+fn end_instance(dir: &Path) -> usize {
+    let mut found = pids_of(dir).len();
+    let groups: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    for g in &groups {
+        found += pids_of(g).len();
+    }
+    kill_and_wait(dir, Duration::from_secs(2));
+    for g in &groups {
+        let _ = std::fs::remove_dir(g);
+    }
+    let _ = std::fs::remove_dir(dir);
+    found
+}
+
+/// Ends the instances below `own` whose server is gone: the pid and start time in the name
+/// no longer name a live process.
+fn end_stale(own: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(own) else {
+        return 0;
+    };
+    let mut ended = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(INSTANCE_PREFIX)) else {
+            continue;
+        };
+        let mut parts = rest.split('.');
+        let (Some(Ok(pid)), Some(Ok(ticks))) = (
+            parts.next().map(str::parse::<u32>),
+            parts.next().map(str::parse::<u64>),
+        ) else {
+            continue;
+        };
+        let alive = ticks != 0 && crate::process_tree::start_ticks(pid) == ticks;
+        if !alive {
+            ended += end_instance(&e.path());
+        }
+    }
+    ended
+}
+
+/// The directory of the cgroup v2 group this process is in, on a mounted cgroup2 hierarchy.
+fn own_cgroup() -> Result<PathBuf, String> {
+    let membership = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| format!("/proc/self/cgroup cannot be read: {e}"))?;
+    let Some(path) = membership.lines().find_map(|l| l.strip_prefix("0::")) else {
+        return Err("this process is in no cgroup v2 hierarchy".into());
+    };
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("/proc/self/mountinfo cannot be read: {e}"))?;
+    for line in mounts.lines() {
+        let Some((fields, rest)) = line.split_once(" - ") else {
+            continue;
+        };
+        if rest.split_whitespace().next() != Some("cgroup2") {
+            continue;
+        }
+        let fields: Vec<&str> = fields.split_whitespace().collect();
+        let (Some(root), Some(point)) = (fields.get(3), fields.get(4)) else {
+            continue;
+        };
+        // The mount shows the hierarchy from `root` down; our group must lie below it.
+        let Some(below) = path
+            .strip_prefix(root.trim_end_matches('/'))
+            .filter(|b| b.is_empty() || b.starts_with('/'))
+        else {
+            continue;
+        };
+        let dir = PathBuf::from(unescape(point)).join(below.trim_start_matches('/'));
+        if dir.join("cgroup.procs").is_file() {
+            return Ok(dir);
+        }
+    }
+    Err("no cgroup v2 hierarchy is mounted (only cgroup v1)".into())
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape(s: &str) -> String {
+    let mut out = Vec::with_capacity(s.len());
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && let Some(v) = std::str::from_utf8(&b[i + 1..i + 4])
+                .ok()
+                .and_then(|o| u8::from_str_radix(o, 8).ok())
+        {
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(unescape(r"/sys/fs/my\040cgroup"), "/sys/fs/my cgroup");
+        assert_eq!(unescape(r"/a\134b"), r"/a\b");
+        assert_eq!(unescape("/plain"), "/plain");
+        assert_eq!(unescape(r"/end\04"), r"/end\04");
+    }
+}
