@@ -64,6 +64,25 @@ async fn confined_commands_write_only_below_the_roots_and_their_tmpdir() {
     )
     .await;
     assert_eq!(output(&r), "tmp\n", "{}", text(&r));
+
+    // A confined command cannot move itself out of its session's cgroup.
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "d=$(awk '/ - cgroup2 / {print $5; exit}' /proc/self/mountinfo); g=$(sed -n 's/^0:://p' /proc/self/cgroup); echo \"in $g\"; [ -n \"$d\" ] && { echo $$ > \"$d/cgroup.procs\" && echo escaped; }; sed -n 's/^0:://p' /proc/self/cgroup" }),
+    )
+    .await;
+    let out = output(&r);
+    assert!(!out.contains("escaped"), "{out}");
+    if out.contains("/gantry.") {
+        assert!(out.contains("Permission denied"), "{out}");
+        let lines: Vec<&str> = out
+            .lines()
+            .filter(|l| !l.contains("Permission denied"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        assert_eq!(lines[0].strip_prefix("in "), Some(lines[1]), "{out}");
+    }
     client.cancel().await.unwrap();
 }
 

@@ -292,8 +292,8 @@ impl App {
             .map_err(|d| vec![format!("permission snapshot: {d}")])?;
         if permissions.effective(generated::Permission::Exec.name()) {
             terminal.prepare_in_background();
-            tracing::info!("{}", terminal.process_tree_method());
         }
+        tracing::info!("{}", terminal.process_tree_method());
         let live = Live {
             permissions,
             facts: Some(facts),

@@ -3,15 +3,19 @@
 //! with one write to `cgroup.kill`.
 //!
 //! The layout, below the cgroup the server itself runs in:
-//! `gantry.<pid>.<start ticks>.<n>/` for this server instance, and `s<session id>/` below it for
-//! each session. A server that dies without ending its sessions (SIGKILL, a crash) leaves its
-//! instance directory behind; the next instance started in the same cgroup finds it (its
-//! pid and start time no longer name a live process) and ends everything in it.
+//! `gantry.<pid namespace>.<pid>.<start ticks>.<n>/` for this server instance, and `s<n>/`
+//! below it for each session (a counter: session ids are secrets, cgroup paths are not). A
+//! server that dies without ending its sessions (SIGKILL, a crash) leaves its instance
+//! directory behind; the next instance started in the same cgroup and pid namespace finds it
+//! (its pid and start time no longer name a live process) and ends everything in it.
 //!
 //! A command joins its cgroup before anything of it runs: it is started through a `/bin/sh`
 //! that writes its own pid into the group's `cgroup.procs` and then `exec`s the command, so
 //! no child can be forked outside the group. A process that moves itself to another cgroup
-//! (root can) is out of reach, as it is of systemd's.
+//! is out of reach: the server's user can write the server's own `cgroup.procs` (it must, to
+//! move commands), so an unconfined command can; `confine = "roots"` denies it (Landlock
+//! refuses writes below /sys/fs/cgroup). The session + tag sweep still runs after the
+//! cgroup is killed, as a second net.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -30,6 +34,22 @@ pub(crate) const JOIN_SHELL: &str = "/bin/sh";
 #[derive(Debug)]
 pub struct Tree {
     dir: PathBuf,
+    next_group: std::sync::atomic::AtomicU64,
+}
+
+/// Most stale instance directories ended at one start, and how long that may take in all: a
+/// command can create directories that look like instances.
+const STALE_MAX: usize = 64;
+const STALE_WAIT: Duration = Duration::from_secs(2);
+/// How deep and how many directories below an instance are removed (a command can create
+/// sub-groups of its own).
+const REMOVE_MAX: usize = 4096;
+
+/// The pid namespace this process lives in: pids and start times only mean something in it.
+fn pid_namespace() -> Option<u64> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    let s = link.to_str()?;
+    s.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
 }
 
 /// One session's cgroup directory; removed when dropped (after ending what is left in it).
@@ -56,24 +76,29 @@ impl Tree {
             return Err("cgroups exist only on Linux".into());
         }
         let own = own_cgroup()?;
-        let ended_stale = end_stale(&own);
         let me = std::process::id();
+        let ticks = crate::process_tree::start_ticks(me);
+        let ns = pid_namespace();
+        let (Some(ns), true) = (ns, ticks != 0) else {
+            return Err("this process's pid namespace or start time cannot be read".into());
+        };
+        let ended_stale = end_stale(&own, ns);
         // One process may hold several registries (tests do): each gets its own directory.
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let dir = own.join(format!(
-            "{INSTANCE_PREFIX}{me}.{}.{}",
-            crate::process_tree::start_ticks(me),
+            "{INSTANCE_PREFIX}{ns}.{me}.{ticks}.{}",
             NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
-        if let Err(e) = std::fs::create_dir(&dir)
-            && e.kind() != std::io::ErrorKind::AlreadyExists
-        {
+        if let Err(e) = std::fs::create_dir(&dir) {
             return Err(format!(
-                "no cgroup can be created below {} ({e}); a delegated cgroup (systemd-run --user --scope -p Delegate=yes) or root allows it",
+                "no cgroup can be created below {} ({e}); root, or a delegated cgroup (a systemd service with Delegate=yes), allows it",
                 own.display()
             ));
         }
-        let tree = Tree { dir };
+        let tree = Tree {
+            dir,
+            next_group: std::sync::atomic::AtomicU64::new(1),
+        };
         if !tree.dir.join("cgroup.kill").exists() {
             return Err(
                 "this kernel's cgroup v2 has no cgroup.kill (Linux 5.14 or later has)".into(),
@@ -88,9 +113,12 @@ impl Tree {
         &self.dir
     }
 
-    /// A new, empty group for session `id`.
-    pub fn group(&self, id: u64) -> std::io::Result<Group> {
-        let dir = self.dir.join(format!("s{id}"));
+    /// A new, empty group for a session.
+    pub fn group(&self) -> std::io::Result<Group> {
+        let n = self
+            .next_group
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = self.dir.join(format!("s{n}"));
         std::fs::create_dir(&dir)?;
         Ok(Group { dir })
     }
@@ -100,7 +128,7 @@ impl Tree {
     /// ancestor's `cgroup.procs` too).
     fn probe(&self) -> Result<(), String> {
         let group = self
-            .group(0)
+            .group()
             .map_err(|e| format!("no session cgroup can be created: {e}"))?;
         let out = std::process::Command::new(JOIN_SHELL)
             .args(["-c", JOIN, "gantry-join"])
@@ -171,7 +199,32 @@ impl Drop for Group {
         if populated(&self.dir) {
             kill_and_wait(&self.dir, Duration::from_secs(1));
         }
-        let _ = std::fs::remove_dir(&self.dir);
+        remove_tree(&self.dir);
+    }
+}
+
+/// Removes `dir` and every group below it, deepest first (a command may have made
+/// sub-groups); at most [`REMOVE_MAX`] directories.
+fn remove_tree(dir: &Path) {
+    let mut stack = vec![(dir.to_path_buf(), false)];
+    let mut seen = 0;
+    while let Some((d, expanded)) = stack.pop() {
+        if expanded {
+            let _ = std::fs::remove_dir(&d);
+            continue;
+        }
+        seen += 1;
+        if seen > REMOVE_MAX {
+            return;
+        }
+        stack.push((d.clone(), true));
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push((e.path(), false));
+                }
+            }
+        }
     }
 }
 
@@ -205,53 +258,83 @@ fn kill_and_wait(dir: &Path, wait: Duration) -> bool {
     }
 }
 
-/// Ends everything below an instance directory and removes it: one `cgroup.kill` on the
-/// instance reaches every session group below it. Returns how many processes were in it.
-fn end_instance(dir: &Path) -> usize {
-    let mut found = pids_of(dir).len();
-    let groups: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default();
-    for g in &groups {
-        found += pids_of(g).len();
+/// How many processes are in `dir` and the groups below it (at most [`REMOVE_MAX`] groups).
+fn count_procs(dir: &Path) -> usize {
+    let mut stack = vec![dir.to_path_buf()];
+    let (mut found, mut seen) = (0, 0);
+    while let Some(d) = stack.pop() {
+        seen += 1;
+        if seen > REMOVE_MAX {
+            break;
+        }
+        found += pids_of(&d).len();
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            stack.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
     }
-    kill_and_wait(dir, Duration::from_secs(2));
-    for g in &groups {
-        let _ = std::fs::remove_dir(g);
-    }
-    let _ = std::fs::remove_dir(dir);
     found
 }
 
-/// Ends the instances below `own` whose server is gone: the pid and start time in the name
-/// no longer name a live process.
-fn end_stale(own: &Path) -> usize {
+/// Ends everything below an instance directory and removes it: one `cgroup.kill` on the
+/// instance reaches every group below it. Returns how many processes were in it.
+fn end_instance(dir: &Path) -> usize {
+    let found = count_procs(dir);
+    kill_and_wait(dir, STALE_WAIT);
+    remove_tree(dir);
+    found
+}
+
+/// Ends the instances below `own`, from pid namespace `ns`, whose server is gone: the pid
+/// and start time in the name no longer name a live process. Every stale one is killed
+/// first and waited for once, so a start never waits more than [`STALE_WAIT`] whatever a
+/// command left (at most [`STALE_MAX`] of them are looked at).
+fn end_stale(own: &Path, ns: u64) -> usize {
     let Ok(entries) = std::fs::read_dir(own) else {
         return 0;
     };
-    let mut ended = 0;
+    let mut stale = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(INSTANCE_PREFIX)) else {
             continue;
         };
         let mut parts = rest.split('.');
-        let (Some(Ok(pid)), Some(Ok(ticks))) = (
+        let (Some(Ok(their_ns)), Some(Ok(pid)), Some(Ok(ticks))) = (
+            parts.next().map(str::parse::<u64>),
             parts.next().map(str::parse::<u32>),
             parts.next().map(str::parse::<u64>),
         ) else {
             continue;
         };
-        let alive = ticks != 0 && crate::process_tree::start_ticks(pid) == ticks;
-        if !alive {
-            ended += end_instance(&e.path());
+        // Another pid namespace's pids mean nothing here: its instances are its own to end.
+        if their_ns != ns {
+            continue;
         }
+        if crate::process_tree::start_ticks(pid) != ticks {
+            stale.push(e.path());
+            if stale.len() == STALE_MAX {
+                break;
+            }
+        }
+    }
+    let mut ended = 0;
+    for dir in &stale {
+        ended += count_procs(dir);
+        if populated(dir) {
+            let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+        }
+    }
+    let until = Instant::now() + STALE_WAIT;
+    while Instant::now() < until && stale.iter().any(|d| populated(d)) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for dir in &stale {
+        remove_tree(dir);
     }
     ended
 }
@@ -277,6 +360,7 @@ fn own_cgroup() -> Result<PathBuf, String> {
             continue;
         };
         // The mount shows the hierarchy from `root` down; our group must lie below it.
+        let root = unescape(root);
         let Some(below) = path
             .strip_prefix(root.trim_end_matches('/'))
             .filter(|b| b.is_empty() || b.starts_with('/'))
@@ -288,7 +372,13 @@ fn own_cgroup() -> Result<PathBuf, String> {
             return Ok(dir);
         }
     }
-    Err("no cgroup v2 hierarchy is mounted (only cgroup v1)".into())
+    if mounts.lines().any(|l| l.contains(" - cgroup2 ")) {
+        Err(format!(
+            "this process's cgroup ({path}) is not below any mounted cgroup2 hierarchy"
+        ))
+    } else {
+        Err("no cgroup v2 hierarchy is mounted (only cgroup v1)".into())
+    }
 }
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.

@@ -228,34 +228,48 @@ pub fn terminate(leader: u32, tag: &str, since: u64, young: bool) -> usize {
 }
 
 /// Ends every process in a session's cgroup: politely first (SIGHUP, then SIGTERM, each to
-/// the process and its group, then a grace), then `cgroup.kill`, which no process can dodge.
-/// Every pid listed in the group is one of the session's, so no pid-reuse check is needed.
+/// the process and its group, then a grace), then `cgroup.kill` on the group and whatever
+/// sub-groups a command made. The pids are read from the group just before they are
+/// signalled (a pid could be reused only if its process ended in between). Then the sweep by
+/// session and tag runs too: an unconfined command can move itself out of its cgroup.
 /// Returns how many processes were found.
 #[cfg(target_os = "linux")]
-pub fn terminate_group(_leader: u32, _since: u64, group: &crate::cgroup::Group) -> usize {
-    let members = group.pids();
-    if members.is_empty() {
-        return 0;
-    }
-    for signal in [rustix::process::Signal::HUP, rustix::process::Signal::TERM] {
-        for p in &members {
-            linux::signal(*p, signal);
-            linux::signal_group(*p, signal);
+pub fn terminate_group(
+    leader: u32,
+    tag: &str,
+    since: u64,
+    young: bool,
+    group: &crate::cgroup::Group,
+) -> usize {
+    let mut found = 0;
+    if group.populated() {
+        let members = group.pids();
+        found = members.len();
+        for signal in [rustix::process::Signal::HUP, rustix::process::Signal::TERM] {
+            for p in &members {
+                linux::signal(*p, signal);
+                linux::signal_group(*p, signal);
+            }
         }
+        let until = std::time::Instant::now() + GRACE;
+        while std::time::Instant::now() < until && group.populated() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        group.kill(std::time::Duration::from_secs(2));
     }
-    let until = std::time::Instant::now() + GRACE;
-    while std::time::Instant::now() < until && group.populated() {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    group.kill(std::time::Duration::from_secs(2));
-    members.len()
+    found + terminate(leader, tag, since, young)
 }
 
 /// Sessions have cgroups only on Linux.
 #[cfg(not(target_os = "linux"))]
-pub fn terminate_group(leader: u32, _since: u64, _group: &crate::cgroup::Group) -> usize {
-    let _ = leader;
-    0
+pub fn terminate_group(
+    leader: u32,
+    tag: &str,
+    since: u64,
+    young: bool,
+    _group: &crate::cgroup::Group,
+) -> usize {
+    terminate(leader, tag, since, young)
 }
 
 /// Kills the process group (= session) the leader started; no /proc here to find more.

@@ -202,7 +202,7 @@ impl Registry {
             match crate::cgroup::Tree::create() {
                 Ok(created) => {
                     let mut said = format!(
-                        "process trees end by cgroup: each session has its own below {}, ended with cgroup.kill, so detached grandchildren go too (a process that moves itself to another cgroup, as root can, escapes)",
+                        "process trees end by cgroup: each session has its own below {}, ended with cgroup.kill, so detached grandchildren go too (an unconfined command can still move itself out of its cgroup, as the server's user may write the server's own cgroup.procs; the session and tag sweep still runs as a second net)",
                         created.tree.dir().display()
                     );
                     if created.ended_stale > 0 {
@@ -266,11 +266,11 @@ impl Registry {
         &self.tree_method
     }
 
-    /// A cgroup for session `id`, when sessions get them. Failing to create one fails the
+    /// A cgroup for a new session, when sessions get them. Failing to create one fails the
     /// start: a command is not run outside the containment the server announced.
-    fn group(&self, id: u64) -> Result<Option<Arc<crate::cgroup::Group>>, TerminalError> {
+    fn group(&self) -> Result<Option<Arc<crate::cgroup::Group>>, TerminalError> {
         match &self.tree {
-            Some(tree) => tree.group(id).map(|g| Some(Arc::new(g))).map_err(|e| {
+            Some(tree) => tree.group().map(|g| Some(Arc::new(g))).map_err(|e| {
                 TerminalError::Spawn(std::io::Error::new(
                     e.kind(),
                     format!("the session's cgroup could not be created: {e}"),
@@ -519,7 +519,7 @@ impl Registry {
                         env_remove: run.env_remove,
                         batch_nonce,
                         owner: Some(run.owner),
-                        group: self.group(id)?,
+                        group: self.group()?,
                     };
                     let session =
                         Session::start(id, spawn, self.spill(id)).map_err(TerminalError::Spawn)?;
@@ -588,7 +588,7 @@ impl Registry {
                     cap: spill_cap,
                     prefix: format!("exec-{id}"),
                 };
-                let group = match tree.as_ref().map(|t| t.group(id)).transpose() {
+                let group = match tree.as_ref().map(|t| t.group()).transpose() {
                     Ok(g) => g.map(Arc::new),
                     Err(e) => {
                         tracing::debug!(error = %e, "no cgroup for a warm shell");

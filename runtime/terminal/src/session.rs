@@ -441,7 +441,13 @@ impl Session {
     /// group, session, descendants and tag.
     fn end_tree(&self) -> usize {
         match &self.group {
-            Some(group) => process_tree::terminate_group(self.pid, self.start_ticks, group),
+            Some(group) => process_tree::terminate_group(
+                self.pid,
+                &self.tag,
+                self.start_ticks,
+                self.started.elapsed() < YOUNG,
+                group,
+            ),
             None => process_tree::terminate(
                 self.pid,
                 &self.tag,
