@@ -1,0 +1,1 @@
+//! Importers of local agents' transcripts.

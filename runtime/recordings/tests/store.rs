@@ -1,0 +1,460 @@
+//! The store on real SQLite files: recording, search, pages and cursors.
+
+#![cfg(test)]
+
+use recordings::store::{self, Kind, NewEntry, SessionInfo};
+use recordings::{Budgets, Call, Grouping, Redactor, Search, Store};
+
+const BUDGETS: Budgets = Budgets {
+    search_tokens: 3000,
+    read_tokens: 5000,
+    newest: 30,
+};
+
+fn everyone(_: &store::SessionInfo) -> bool {
+    true
+}
+
+fn call<'a>(ts: i64, tool: &'a str, args: &'a str, result: &'a str) -> Call<'a> {
+    Call {
+        ts_ms: ts,
+        connector: "core",
+        tool,
+        arguments: args,
+        result,
+        decision: "allow",
+        error: None,
+        failed: false,
+        grouping: Grouping::Connection("stdio-1".into()),
+        labels: Vec::new(),
+        hidden: tool == "session",
+    }
+}
+
+fn open() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("state/sessions.db")).unwrap();
+    (dir, store)
+}
+
+/// Pages of `session_id`, concatenated without their trailers.
+fn all_pages(store: &Store, session_id: &str, budgets: Budgets) -> (String, usize) {
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    let mut cursor: Option<String> = None;
+    let mut text = String::new();
+    let mut pages = 0;
+    loop {
+        let page = store
+            .read_session(session_id, cursor.as_deref(), None, &everyone, &r, budgets)
+            .unwrap();
+        pages += 1;
+        let body = match &page.next_cursor {
+            Some(_) => page
+                .text
+                .rsplit_once("\n[more: session ")
+                .unwrap()
+                .0
+                .to_string(),
+            None => page
+                .text
+                .rsplit_once("[end; later, cursor ")
+                .unwrap()
+                .0
+                .to_string(),
+        };
+        text.push_str(&body);
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return (text, pages),
+        }
+        assert!(pages < 10_000, "pages never end");
+    }
+}
+
+#[test]
+fn the_store_file_is_private() {
+    let (dir, _store) = open();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("state/sessions.db"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+}
+
+#[test]
+fn recorded_calls_are_found_and_read_back_without_the_session_calls() {
+    let (_dir, store) = open();
+    let r = Redactor::new(&[], vec!["connector-token-123".into()]).unwrap();
+    store
+        .record_call(
+            &call(
+                1_000,
+                "read",
+                r#"{"paths":["a.rs"]}"#,
+                "fn zebra_stripes() {}\n",
+            ),
+            &r,
+        )
+        .unwrap();
+    store
+        .record_call(
+            &call(
+                2_000,
+                "session",
+                r#"{"action":"search","query":"zebra"}"#,
+                "zebra hits…",
+            ),
+            &r,
+        )
+        .unwrap();
+    store
+        .record_call(
+            &call(
+                3_000,
+                "exec_command",
+                r#"{"cmd":"echo connector-token-123"}"#,
+                "Exit code 0\nOutput:\nconnector-token-123\n",
+            ),
+            &r,
+        )
+        .unwrap();
+    let page = store
+        .search(
+            Search {
+                query: Some("zebra"),
+                source: None,
+                cursor: None,
+            },
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    // One hit: the read's result, not the session call that searched for it.
+    assert_eq!(page.text.matches("\n  ").count(), 1, "{}", page.text);
+    assert!(
+        page.text.contains("«zebra_stripes»") || page.text.contains("«zebra"),
+        "{}",
+        page.text
+    );
+    let id = page
+        .text
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split(" · ")
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(id.starts_with("gantry-core-"), "{id}");
+    let read = store
+        .read_session(&id, None, None, &everyone, &r, BUDGETS)
+        .unwrap();
+    assert!(
+        read.text
+            .contains("T1 read {\"paths\":[\"a.rs\"]} → fn zebra_stripes() {}"),
+        "{}",
+        read.text
+    );
+    assert!(read.text.contains("T2 exec_command"), "{}", read.text);
+    assert!(
+        !read
+            .text
+            .contains("\"action\":\"search\",\"query\":\"zebra\""),
+        "{}",
+        read.text
+    );
+    assert!(!read.text.contains("connector-token-123"), "{}", read.text);
+    assert!(read.text.contains("[redacted]"), "{}", read.text);
+    // Expanding a reference gives the whole result.
+    let x = store
+        .read_session(&id, None, Some("T2"), &everyone, &r, BUDGETS)
+        .unwrap();
+    assert!(
+        x.text
+            .contains("Result:\nExit code 0\nOutput:\n[redacted]\n"),
+        "{}",
+        x.text
+    );
+    let missing = store.read_session(&id, None, Some("T9"), &everyone, &r, BUDGETS);
+    assert_eq!(
+        missing.unwrap_err().to_string(),
+        "T9 names no tool call of this session"
+    );
+}
+
+fn imported(store: &Store, id: &str, entries: &[NewEntry]) {
+    store
+        .write(|tx| {
+            store::upsert_session(
+                tx,
+                &SessionInfo {
+                    id: id.into(),
+                    source: "codex".into(),
+                    title: Some("a long one".into()),
+                    cwd: Some("/work/app".into()),
+                    grouping: None,
+                    started_ms: 0,
+                    updated_ms: 0,
+                },
+            )?;
+            for e in entries {
+                store::add_entry(tx, id, e)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn every_page_of_a_long_session_concatenates_to_the_exact_text() {
+    let (_dir, store) = open();
+    // Messages of every size, multi-byte text among them, one far over a page.
+    let mut entries = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..60 {
+        let text = match i % 4 {
+            0 => format!("question {i}: ünïcödé ✓ {}", "word ".repeat(i * 7)),
+            1 => format!("answer {i}\n{}", "line of text ✓\n".repeat(i * 3)),
+            2 => "x".repeat(30_000 + i),
+            _ => format!("short {i}"),
+        };
+        let kind = if i % 2 == 0 {
+            Kind::User
+        } else {
+            Kind::Assistant
+        };
+        entries.push(NewEntry::new(i as i64 * 1000, kind, text.clone()));
+        expected.push(text);
+    }
+    imported(&store, "codex-long", &entries);
+    let (whole, pages) = all_pages(&store, "codex-long", BUDGETS);
+    assert!(pages > 20, "{pages} pages");
+    let mut at = 0;
+    for text in &expected {
+        let found = whole[at..]
+            .find(text.as_str())
+            .unwrap_or_else(|| panic!("missing or out of order: {}", &text[..20.min(text.len())]));
+        at += found + text.len();
+    }
+    // The same with the smallest pages.
+    let tiny = Budgets {
+        read_tokens: 50,
+        ..BUDGETS
+    };
+    assert_eq!(all_pages(&store, "codex-long", tiny).0, whole);
+}
+
+#[test]
+fn an_update_cursor_returns_only_what_is_new_a_grown_suffix_and_a_replacement() {
+    let (_dir, store) = open();
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    let mut reply = NewEntry::new(1, Kind::Assistant, "The build fails because");
+    reply.msg_key = Some("m1".into());
+    let mut other = NewEntry::new(2, Kind::Assistant, "First draft.");
+    other.msg_key = Some("m2".into());
+    imported(
+        &store,
+        "codex-u",
+        &[
+            NewEntry::new(0, Kind::User, "why?"),
+            reply.clone(),
+            other.clone(),
+        ],
+    );
+    let first = store
+        .read_session("codex-u", None, None, &everyone, &r, BUDGETS)
+        .unwrap();
+    let update = first.update_cursor.unwrap();
+    let nothing = store
+        .read_session("codex-u", Some(&update), None, &everyone, &r, BUDGETS)
+        .unwrap();
+    assert!(
+        nothing.text.starts_with("Nothing new since that cursor."),
+        "{}",
+        nothing.text
+    );
+
+    reply.text = "The build fails because a crate is missing.".into();
+    other.text = "Second draft, rewritten.".into();
+    imported(
+        &store,
+        "codex-u",
+        &[reply, other, NewEntry::new(3, Kind::User, "thanks")],
+    );
+    let new = store
+        .read_session("codex-u", Some(&update), None, &everyone, &r, BUDGETS)
+        .unwrap();
+    assert!(
+        new.text.contains(", continued]\n a crate is missing.\n"),
+        "{}",
+        new.text
+    );
+    assert!(
+        new.text
+            .contains("replaces what you read before]\nSecond draft, rewritten.\n"),
+        "{}",
+        new.text
+    );
+    assert!(new.text.contains("]\nthanks\n"), "{}", new.text);
+    assert!(!new.text.contains("why?"), "{}", new.text);
+    // Re-recording the same text adds nothing.
+    let again = store
+        .read_session(
+            "codex-u",
+            new.update_cursor.as_deref(),
+            None,
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    assert!(again.text.starts_with("Nothing new"), "{}", again.text);
+    // A whole read shows only the latest versions.
+    let whole = store
+        .read_session("codex-u", None, None, &everyone, &r, BUDGETS)
+        .unwrap();
+    assert!(
+        !whole.text.contains("First draft") && whole.text.contains("Second draft"),
+        "{}",
+        whole.text
+    );
+}
+
+#[test]
+fn hidden_and_foreign_sessions_and_bad_cursors_are_refused_plainly() {
+    let (_dir, store) = open();
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    imported(
+        &store,
+        "codex-secret",
+        &[NewEntry::new(0, Kind::User, "the password is swordfish")],
+    );
+    let nobody = |_: &store::SessionInfo| false;
+    let e = store
+        .read_session("codex-secret", None, None, &nobody, &r, BUDGETS)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "no recorded session \"codex-secret\" (or it is outside the approved roots)"
+    );
+    let hits = store
+        .search(
+            Search {
+                query: Some("swordfish"),
+                source: None,
+                cursor: None,
+            },
+            &nobody,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    assert!(hits.text.starts_with("No hits"), "{}", hits.text);
+    let e = store
+        .read_session(
+            "codex-secret",
+            Some("p.1.0.deadbeef"),
+            None,
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("made for another session"), "{e}");
+    let e = store
+        .read_session("codex-secret", Some("zz"), None, &everyone, &r, BUDGETS)
+        .unwrap_err();
+    assert!(e.to_string().contains("not a read cursor"), "{e}");
+}
+
+#[test]
+fn no_query_lists_the_newest_sessions_and_pages_by_cursor() {
+    let (_dir, store) = open();
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    for i in 0..45 {
+        store
+            .write(|tx| {
+                store::upsert_session(
+                    tx,
+                    &SessionInfo {
+                        id: format!("codex-{i:02}"),
+                        source: "codex".into(),
+                        title: Some(format!("task {i}")),
+                        cwd: None,
+                        grouping: None,
+                        started_ms: i,
+                        updated_ms: i,
+                    },
+                )
+            })
+            .unwrap();
+    }
+    let first = store
+        .search(
+            Search {
+                query: None,
+                source: None,
+                cursor: None,
+            },
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    assert_eq!(
+        first.text.matches("\n  task ").count(),
+        30,
+        "{}",
+        first.text
+    );
+    assert!(
+        first
+            .text
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("codex-44 · codex"),
+        "{}",
+        first.text
+    );
+    let c = first.next_cursor.unwrap();
+    let second = store
+        .search(
+            Search {
+                query: None,
+                source: None,
+                cursor: Some(&c),
+            },
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    assert_eq!(
+        second.text.matches("\n  task ").count(),
+        15,
+        "{}",
+        second.text
+    );
+    assert!(second.next_cursor.is_none());
+    let other = store
+        .search(
+            Search {
+                query: None,
+                source: Some("claude"),
+                cursor: None,
+            },
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    assert_eq!(other.text, "No recorded sessions.\n");
+}
