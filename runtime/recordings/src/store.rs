@@ -156,6 +156,8 @@ pub struct SourceMark {
     pub skipped: i64,
     /// Lines read so far.
     pub lines: i64,
+    /// Modification time when last read (ns since the epoch).
+    pub mtime_ns: i64,
 }
 
 const SCHEMA: &str = "
@@ -211,7 +213,8 @@ CREATE TABLE IF NOT EXISTS source(
   head TEXT NOT NULL,
   session_id TEXT NOT NULL,
   skipped INTEGER NOT NULL DEFAULT 0,
-  lines INTEGER NOT NULL DEFAULT 0
+  lines INTEGER NOT NULL DEFAULT 0,
+  mtime_ns INTEGER NOT NULL DEFAULT 0
 );
 ";
 
@@ -398,6 +401,21 @@ pub fn add_entry(
     Ok(Some(id))
 }
 
+/// The latest text under `msg_key` in a session.
+pub fn latest_text(
+    conn: &Connection,
+    session_id: &str,
+    msg_key: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT text FROM entry WHERE session_id = ?1 AND msg_key = ?2 AND superseded = 0 ORDER BY id DESC LIMIT 1",
+            params![session_id, msg_key],
+            |r| r.get(0),
+        )
+        .optional()?)
+}
+
 /// Deletes a session and its entries (a transcript that vanished or was rewritten).
 pub fn delete_session(tx: &Connection, id: &str) -> Result<(), StoreError> {
     tx.execute("DELETE FROM entry WHERE session_id = ?1", params![id])?;
@@ -409,7 +427,7 @@ pub fn delete_session(tx: &Connection, id: &str) -> Result<(), StoreError> {
 pub fn source_mark(conn: &Connection, path: &str) -> Result<Option<SourceMark>, StoreError> {
     Ok(conn
         .query_row(
-            "SELECT dev, ino, offset, head, session_id, skipped, lines FROM source WHERE path = ?1",
+            "SELECT dev, ino, offset, head, session_id, skipped, lines, mtime_ns FROM source WHERE path = ?1",
             params![path],
             |r| {
                 Ok(SourceMark {
@@ -420,6 +438,7 @@ pub fn source_mark(conn: &Connection, path: &str) -> Result<Option<SourceMark>, 
                     session_id: r.get(4)?,
                     skipped: r.get(5)?,
                     lines: r.get(6)?,
+                    mtime_ns: r.get(7)?,
                 })
             },
         )
@@ -434,9 +453,9 @@ pub fn set_source_mark(
     m: &SourceMark,
 ) -> Result<(), StoreError> {
     tx.execute(
-        "INSERT INTO source(path, kind, dev, ino, offset, head, session_id, skipped, lines)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT(path) DO UPDATE SET dev = ?3, ino = ?4, offset = ?5, head = ?6, session_id = ?7, skipped = ?8, lines = ?9",
+        "INSERT INTO source(path, kind, dev, ino, offset, head, session_id, skipped, lines, mtime_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT(path) DO UPDATE SET dev = ?3, ino = ?4, offset = ?5, head = ?6, session_id = ?7, skipped = ?8, lines = ?9, mtime_ns = ?10",
         params![
             path,
             kind,
@@ -446,7 +465,8 @@ pub fn set_source_mark(
             m.head,
             m.session_id,
             m.skipped,
-            m.lines
+            m.lines,
+            m.mtime_ns
         ],
     )?;
     Ok(())

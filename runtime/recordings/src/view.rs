@@ -400,6 +400,18 @@ fn hits(
             let mut what = kind.clone();
             if let (Some(n), Some(t)) = (&name, tref) {
                 what = format!("T{t} {n}");
+            } else if kind == "result" {
+                let call: Option<(i64, String)> = conn
+                    .query_row(
+                        "SELECT c.tref, c.name FROM entry r JOIN entry c ON c.session_id = r.session_id
+                         AND c.call_id = r.call_id AND c.kind = 'tool' WHERE r.id = ?1",
+                        params![r.get::<_, i64>(0)?],
+                        |c| Ok((c.get(0)?, c.get(1)?)),
+                    )
+                    .ok();
+                if let Some((t, n)) = call {
+                    what = format!("result of T{t} {n}");
+                }
             }
             if side {
                 what.push_str(" (side branch)");

@@ -1,1 +1,455 @@
-//! Importers of local agents' transcripts.
+//! Importers of local agents' transcripts: each reads its tool's own files incrementally (a
+//! byte offset, up to the last complete line), skips and counts lines it cannot parse, and
+//! starts a file over when it was replaced (another inode, a shorter length, other first
+//! bytes). A transcript that vanishes takes its session with it: transcripts hold pasted
+//! secrets, and the user deleting one means it.
+
+mod claude;
+mod codex;
+
+use std::io::{Read as _, Seek as _};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::StoreError;
+use crate::store::{self, NewEntry, SessionInfo, SourceMark, Store};
+
+/// The sources gantry knows, with their default directories (from the environment the
+/// agents themselves read, else the home directory).
+pub fn default_sources() -> Vec<(&'static str, Option<PathBuf>)> {
+    let home = std::env::var_os("HOME")
+        .or_else(|| std::env::var_os("USERPROFILE"))
+        .map(PathBuf::from);
+    let codex = std::env::var_os("CODEX_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".codex")))
+        .map(|d| d.join("sessions"));
+    let claude = std::env::var_os("CLAUDE_CONFIG_DIR")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".claude")))
+        .map(|d| d.join("projects"));
+    vec![("codex", codex), ("claude", claude)]
+}
+
+/// What one parsed line gives.
+#[derive(Debug, Clone)]
+pub(crate) enum Item {
+    /// The session's directory and start.
+    Meta {
+        cwd: Option<String>,
+        ts_ms: Option<i64>,
+    },
+    /// A title (the last one wins).
+    Title(String),
+    /// An entry; with `append`, its text continues the latest entry under its `msg_key`.
+    Entry { entry: NewEntry, append: bool },
+}
+
+/// What a refresh did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Transcript files looked at.
+    pub files: usize,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Entries added.
+    pub entries: usize,
+    /// Complete lines that could not be parsed.
+    pub skipped: usize,
+    /// Sessions dropped because their transcript vanished.
+    pub dropped: usize,
+    /// Work was left for the next refresh (the time budget ran out).
+    pub unfinished: bool,
+}
+
+/// The most bytes one line may have; a longer one is skipped (counted), not parsed.
+const MAX_LINE: usize = 32 << 20;
+/// How much of a file is read at a time.
+const CHUNK: usize = 4 << 20;
+
+/// Imports what is new in every source, for at most `budget` (the rest continues next time).
+pub fn refresh(store: &Store, sources: &[(String, PathBuf)], budget: Duration) -> Report {
+    let until = Instant::now() + budget;
+    let mut report = Report::default();
+    for (name, dir) in sources {
+        let files = match name.as_str() {
+            "codex" => codex::files(dir),
+            "claude" => claude::files(dir),
+            _ => continue,
+        };
+        if let Err(e) = drop_vanished(store, name, &files, &mut report) {
+            tracing_warn(&format!("{name}: {e}"));
+        }
+        for file in files {
+            if Instant::now() >= until {
+                report.unfinished = true;
+                return report;
+            }
+            report.files += 1;
+            if let Err(e) = import_file(store, name, &file, until, &mut report) {
+                tracing_warn(&format!("{}: {e}", file.display()));
+            }
+        }
+    }
+    report
+}
+
+fn tracing_warn(message: &str) {
+    tracing::warn!("session import: {message}");
+}
+
+/// How many bytes a head hash covers.
+fn head_span(head: &str) -> u64 {
+    head.split(':')
+        .next()
+        .and_then(|n| u64::from_str_radix(n, 16).ok())
+        .unwrap_or(0)
+}
+
+/// Drops the sessions of files of `source` that are gone.
+fn drop_vanished(
+    store: &Store,
+    source: &str,
+    present: &[PathBuf],
+    report: &mut Report,
+) -> Result<(), StoreError> {
+    let known = store.read(|c| store::source_paths(c, source))?;
+    let present: std::collections::HashSet<String> = present
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    for path in known.into_iter().filter(|p| !present.contains(p)) {
+        store.write(|tx| {
+            if let Some(mark) = store::source_mark(tx, &path)? {
+                store::forget_source(tx, &path)?;
+                let others: i64 = tx.query_row(
+                    "SELECT COUNT(*) FROM source WHERE session_id = ?1",
+                    [&mark.session_id],
+                    |r| r.get(0),
+                )?;
+                if others == 0 {
+                    store::delete_session(tx, &mark.session_id)?;
+                    report.dropped += 1;
+                }
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn identity(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+
+#[cfg(not(unix))]
+fn identity(_m: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
+}
+
+/// A hash of a file's first 4 KiB: another file at the same path, or one rewritten.
+fn head_of(file: &mut std::fs::File, len: u64) -> std::io::Result<String> {
+    let mut buf = vec![0u8; len.min(4096) as usize];
+    file.seek(std::io::SeekFrom::Start(0))?;
+    file.read_exact(&mut buf)?;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in &buf {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    Ok(format!("{:x}:{h:016x}", buf.len()))
+}
+
+fn import_file(
+    store: &Store,
+    source: &str,
+    path: &Path,
+    until: Instant,
+    report: &mut Report,
+) -> Result<(), StoreError> {
+    let shown = path.to_string_lossy().into_owned();
+    let io = |e: std::io::Error| StoreError::Open(path.to_path_buf(), e.to_string());
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    let len = meta.len();
+    let (dev, ino) = identity(&meta);
+    let mtime_ns = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let prior = store.read(|c| store::source_mark(c, &shown))?;
+    let mut mark = match prior {
+        Some(m) if m.offset == len && m.dev == dev && m.ino == ino && m.mtime_ns == mtime_ns => {
+            return Ok(());
+        }
+        Some(m) => {
+            // The head hash covers what was read of the first 4 KiB; compare the same span.
+            let same_head = m.dev == dev
+                && m.ino == ino
+                && len >= m.offset
+                && head_of(&mut file, head_span(&m.head).min(len)).map_err(io)? == m.head;
+            if same_head {
+                m
+            } else {
+                // Replaced or rewritten: its session starts over.
+                store.write(|tx| {
+                    store::delete_session(tx, &m.session_id)?;
+                    store::forget_source(tx, &shown)?;
+                    Ok(())
+                })?;
+                SourceMark {
+                    dev,
+                    ino,
+                    ..SourceMark::default()
+                }
+            }
+        }
+        None => SourceMark {
+            dev,
+            ino,
+            ..SourceMark::default()
+        },
+    };
+    mark.mtime_ns = mtime_ns;
+    if mark.session_id.is_empty() {
+        mark.session_id = default_session_id(source, path);
+    }
+    let mut state = match source {
+        "codex" => Parser::Codex(codex::State::default()),
+        _ => Parser::Claude(claude::State::default()),
+    };
+    file.seek(std::io::SeekFrom::Start(mark.offset))
+        .map_err(io)?;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = file.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        report.bytes += n as u64;
+        pending.extend_from_slice(&buf[..n]);
+        // Only complete lines: an unterminated tail is a line still being written.
+        let Some(last_nl) = pending.iter().rposition(|b| *b == b'\n') else {
+            if pending.len() > MAX_LINE {
+                // One line beyond any sane size: skip it whole once it ends.
+                pending.clear();
+            }
+            continue;
+        };
+        let complete: Vec<u8> = pending.drain(..=last_nl).collect();
+        let consumed = complete.len() as u64;
+        let mut items = Vec::new();
+        for line in complete.split(|b| *b == b'\n') {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            mark.lines += 1;
+            let parsed = (line.len() <= MAX_LINE)
+                .then(|| serde_json::from_slice::<serde_json::Value>(line).ok())
+                .flatten();
+            match parsed {
+                Some(v) => state.line(&v, &mut items),
+                None => {
+                    mark.skipped += 1;
+                    report.skipped += 1;
+                }
+            }
+        }
+        mark.offset += consumed;
+        if head_span(&mark.head) < mark.offset.min(4096) {
+            // The head covers up to 4 KiB of what was read; a short file's grows with it.
+            mark.head = head_of(&mut file, mark.offset.min(4096)).map_err(io)?;
+            file.seek(std::io::SeekFrom::Start(mark.offset + pending.len() as u64))
+                .map_err(io)?;
+        }
+        report.entries += commit(store, source, &shown, &mut mark, items)?;
+        if Instant::now() >= until {
+            report.unfinished = true;
+            return Ok(());
+        }
+    }
+    // Only the time changed (or a partial line arrived): remember the time, read nothing.
+    store.write(|tx| store::set_source_mark(tx, &shown, source, &mark))?;
+    Ok(())
+}
+
+/// A session id before the transcript names its own: from the file name.
+fn default_session_id(source: &str, path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // Codex: rollout-<time>-<uuid>; the uuid is the last five dash-separated groups.
+    let id = if source == "codex" {
+        let parts: Vec<&str> = stem.split('-').collect();
+        if parts.len() > 5 {
+            parts[parts.len() - 5..].join("-")
+        } else {
+            stem
+        }
+    } else {
+        stem
+    };
+    format!("{source}-{id}")
+}
+
+enum Parser {
+    Codex(codex::State),
+    Claude(claude::State),
+}
+
+impl Parser {
+    fn line(&mut self, v: &serde_json::Value, out: &mut Vec<Item>) {
+        match self {
+            Parser::Codex(s) => s.line(v, out),
+            Parser::Claude(s) => s.line(v, out),
+        }
+    }
+}
+
+/// Writes a batch of items and the new offset in one transaction: a crash leaves either
+/// both or neither, so nothing is imported twice or lost.
+fn commit(
+    store: &Store,
+    source: &str,
+    path: &str,
+    mark: &mut SourceMark,
+    items: Vec<Item>,
+) -> Result<usize, StoreError> {
+    let mut added = 0;
+    store.write(|tx| {
+        let id = mark.session_id.clone();
+        let first_ts = items.iter().find_map(|i| match i {
+            Item::Entry { entry, .. } => Some(entry.ts_ms),
+            Item::Meta { ts_ms, .. } => *ts_ms,
+            Item::Title(_) => None,
+        });
+        store::upsert_session(
+            tx,
+            &SessionInfo {
+                id: id.clone(),
+                source: source.into(),
+                title: None,
+                cwd: None,
+                grouping: None,
+                started_ms: first_ts.unwrap_or(i64::MAX),
+                updated_ms: first_ts.unwrap_or(0),
+            },
+        )?;
+        for item in items {
+            match item {
+                Item::Meta { cwd, ts_ms, .. } => {
+                    if let Some(cwd) = cwd {
+                        tx.execute(
+                            "UPDATE session SET cwd = COALESCE(cwd, ?2) WHERE id = ?1",
+                            rusqlite::params![id, cwd],
+                        )?;
+                    }
+                    if let Some(ts) = ts_ms {
+                        tx.execute(
+                            "UPDATE session SET started_ms = MIN(started_ms, ?2), updated_ms = MAX(updated_ms, ?2) WHERE id = ?1",
+                            rusqlite::params![id, ts],
+                        )?;
+                    }
+                }
+                Item::Title(t) => store::set_title(tx, &id, &t)?,
+                Item::Entry { mut entry, append } => {
+                    if append && let Some(key) = &entry.msg_key {
+                        if let Some(before) = store::latest_text(tx, &id, key)? {
+                            entry.text = format!("{before}\n\n{}", entry.text);
+                        }
+                    }
+                    if store::add_entry(tx, &id, &entry)?.is_some() {
+                        added += 1;
+                    }
+                }
+            }
+        }
+        store::set_source_mark(tx, path, source, mark)?;
+        Ok(())
+    })?;
+    Ok(added)
+}
+
+/// `2026-12-01T09:00:00.120Z` (or with an offset) as ms since the epoch.
+pub(crate) fn parse_time(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || (b[10] != b'T' && b[10] != b' ') {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (h, mi, sec) = (n(11..13)?, n(14..16)?, n(17..19)?);
+    let mut rest = &s[19..];
+    let mut ms = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits: String = frac.chars().take_while(char::is_ascii_digit).collect();
+        rest = &frac[digits.len()..];
+        let three: String = digits.chars().chain("000".chars()).take(3).collect();
+        ms = three.parse().ok()?;
+    }
+    let offset_min = match rest.as_bytes().first() {
+        None | Some(b'Z') => 0,
+        Some(sign @ (b'+' | b'-')) => {
+            let hh: i64 = rest.get(1..3)?.parse().ok()?;
+            let mm: i64 = rest.get(rest.len() - 2..)?.parse().ok()?;
+            let m = hh * 60 + mm;
+            if *sign == b'+' { m } else { -m }
+        }
+        Some(_) => return None,
+    };
+    // Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 86_400 + h * 3600 + mi * 60 + sec) - offset_min * 60) * 1000 + ms)
+}
+
+/// Text blocks of a content array (`[{type, text}, …]`) or a plain string, images as
+/// `[image]`.
+pub(crate) fn content_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => crate::redact::strip_images(s).into_owned(),
+        serde_json::Value::Array(blocks) => {
+            let mut parts = Vec::new();
+            for b in blocks {
+                let kind = b.get("type").and_then(|t| t.as_str()).unwrap_or("");
+                if kind.contains("image") {
+                    parts.push("[image]".to_string());
+                } else if let Some(t) = b.get("text").and_then(|t| t.as_str()) {
+                    parts.push(crate::redact::strip_images(t).into_owned());
+                }
+            }
+            parts.join("\n")
+        }
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_in_utc() {
+        assert_eq!(parse_time("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_time("2026-12-01T09:00:00.120Z"),
+            Some(1_796_115_600_120)
+        );
+        assert_eq!(
+            parse_time("2026-12-01T10:00:00+01:00"),
+            Some(1_796_115_600_000)
+        );
+        assert_eq!(crate::utc(1_796_115_600_120), "2026-12-01 09:00:00Z");
+        assert_eq!(parse_time("yesterday"), None);
+    }
+}

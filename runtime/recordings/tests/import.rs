@@ -1,0 +1,245 @@
+//! Importers against fixture transcripts in the agents' own layouts, in real temp dirs.
+
+#![cfg(test)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use recordings::import::{Report, refresh};
+use recordings::store::SessionInfo;
+use recordings::{Budgets, Redactor, Search, Store};
+
+const BUDGETS: Budgets = Budgets {
+    search_tokens: 3000,
+    read_tokens: 5000,
+    newest: 30,
+};
+
+fn everyone(_: &SessionInfo) -> bool {
+    true
+}
+
+struct Home {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    store: Store,
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let store = Store::open(&root.join("state/sessions.db")).unwrap();
+        Home {
+            _dir: dir,
+            root,
+            store,
+        }
+    }
+
+    fn codex(&self) -> PathBuf {
+        self.root.join(".codex/sessions")
+    }
+
+    fn claude(&self) -> PathBuf {
+        self.root.join(".claude/projects")
+    }
+
+    fn put(&self, rel: &Path, fixture: &str) -> PathBuf {
+        let path = self.root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures")
+                .join(fixture),
+        )
+        .unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn refresh(&self) -> Report {
+        refresh(
+            &self.store,
+            &[
+                ("codex".into(), self.codex()),
+                ("claude".into(), self.claude()),
+            ],
+            Duration::from_secs(30),
+        )
+    }
+
+    fn read(&self, id: &str) -> String {
+        let r = Redactor::new(&[], Vec::new()).unwrap();
+        self.store
+            .read_session(id, None, None, &everyone, &r, BUDGETS)
+            .unwrap()
+            .text
+    }
+}
+
+#[test]
+fn codex_rollouts_of_both_shapes_are_read_with_injected_context_kept_apart() {
+    let h = Home::new();
+    h.put(Path::new(".codex/sessions/2026/04/20/rollout-2026-04-20T10-00-00-0196aaaa-0000-7000-8000-000000000001.jsonl"), "codex-old.jsonl");
+    h.put(Path::new(".codex/sessions/2026/12/01/rollout-2026-12-01T09-00-00-019d0000-0000-7000-8000-000000000171.jsonl"), "codex-0171.jsonl");
+    let report = h.refresh();
+    assert_eq!((report.files, report.skipped), (2, 1), "{report:?}");
+
+    let old = h.read("codex-0196aaaa-0000-7000-8000-000000000001");
+    assert!(old.starts_with("Session codex-0196aaaa-0000-7000-8000-000000000001 (codex, /work/app, 2026-04-20 10:00:00Z to 2026-04-20 10:00:06Z)"), "{old}");
+    assert!(
+        old.contains("[context 2026-04-20 10:00:01Z] <environment_context>…"),
+        "{old}"
+    );
+    assert!(
+        old.contains("[user 2026-04-20 10:00:02Z]\nWhy does the build fail?\n"),
+        "{old}"
+    );
+    // The event_msg copy of the prompt is not a second user message.
+    assert_eq!(old.matches("Why does the build fail?").count(), 1, "{old}");
+    assert!(old.contains("T1 shell {\"command\":[\"cargo\",\"build\"]} → error[E0432]: unresolved import `serde` [failed]"), "{old}");
+    assert!(
+        old.contains(
+            "[assistant 2026-04-20 10:00:05Z]\nThe `serde` crate is missing from Cargo.toml.\n"
+        ),
+        "{old}"
+    );
+    assert!(
+        old.contains("[error 2026-04-20 10:00:06Z]\nstream disconnected before completion\n"),
+        "{old}"
+    );
+
+    let new = h.read("codex-019d0000-0000-7000-8000-000000000171");
+    assert!(
+        new.contains("[context 2026-12-01 09:00:00Z] # AGENTS.md instructions for /work/app…"),
+        "{new}"
+    );
+    assert!(
+        new.contains("[user 2026-12-01 09:00:00Z]\nlist the crates\n[image]\n"),
+        "{new}"
+    );
+    assert!(
+        new.contains("T1 exec_command {\"cmd\":\"ls crates\"} → Chunk ID: 9f… (7 lines)"),
+        "{new}"
+    );
+    assert_eq!(new.matches("Two crates: core and cli.").count(), 1, "{new}");
+    assert!(!new.contains("iVBOR"), "{new}");
+
+    // Searchable by the user's words, the tool's output and the assistant's answer.
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    for (q, want) in [
+        ("unresolved import", "T1 shell"),
+        ("crates core cli", "codex-019d"),
+        ("serde Cargo", "assistant"),
+    ] {
+        let hits = h
+            .store
+            .search(
+                Search {
+                    query: Some(q),
+                    source: Some("codex"),
+                    cursor: None,
+                },
+                &everyone,
+                &r,
+                BUDGETS,
+            )
+            .unwrap();
+        assert!(hits.text.contains(want), "{q}: {}", hits.text);
+    }
+    // Nothing new: a second refresh reads nothing.
+    assert_eq!(h.refresh().bytes, 0);
+}
+
+#[test]
+fn claude_code_merges_blocks_and_marks_rewinds_and_sidechains_as_side_branches() {
+    let h = Home::new();
+    h.put(
+        Path::new(".claude/projects/-work-app/5b0c.jsonl"),
+        "claude.jsonl",
+    );
+    let report = h.refresh();
+    assert_eq!((report.files, report.skipped), (1, 0), "{report:?}");
+    let text = h.read("claude-5b0c");
+    assert!(
+        text.starts_with("Session claude-5b0c (claude, /work/app, "),
+        "{text}"
+    );
+    assert!(text.contains("\nTitle: Fixing the build\n"), "{text}");
+    // Two text lines of one response are one message.
+    assert!(
+        text.contains(" (side branch)]\nLet me\n\ncheck the build.\n"),
+        "{text}"
+    );
+    assert!(text.contains("T1 Bash {\"command\":\"cargo build\"} → error[E0432]: unresolved import [failed] (side branch)"), "{text}");
+    assert!(
+        text.contains(" (side branch)]\nAnswer A: add serde.\n"),
+        "{text}"
+    );
+    // The edited question and what follows the compaction are the main chain.
+    assert!(
+        text.contains("Z]\nwhy does the build fail? (edited)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Z]\nAnswer B: the lockfile is stale.\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[context 2026-12-01 10:02:00Z] conversation compacted"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[context 2026-12-01 10:02:00Z] This session is being continued"),
+        "{text}"
+    );
+    assert!(text.contains("Z]\nAll tests pass.\n"), "{text}");
+    assert!(
+        text.contains(" (side branch)]\n(subagent musing)\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("Let me\n") || text.matches("Let me").count() == 1,
+        "{text}"
+    );
+}
+
+#[test]
+fn a_line_being_written_is_read_once_it_ends_and_a_vanished_transcript_takes_its_session() {
+    let h = Home::new();
+    let path = h.root.join(".claude/projects/-work-app/grow.jsonl");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let line = r#"{"parentUuid":null,"cwd":"/work/app","sessionId":"grow","type":"user","message":{"role":"user","content":"first words"},"uuid":"g1","timestamp":"2026-12-01T10:00:00.000Z"}"#;
+    let (head, tail) = line.split_at(60);
+    std::fs::write(&path, head).unwrap();
+    assert_eq!(h.refresh().entries, 0);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, format!("{tail}\n").as_bytes()).unwrap();
+    assert_eq!(h.refresh().entries, 1);
+    assert_eq!(h.refresh().entries, 0);
+    assert_eq!(h.read("claude-grow").matches("first words").count(), 1);
+
+    // Rewritten in place (other first bytes): the session starts over, nothing doubled.
+    let other = line.replace("first words", "other words");
+    std::fs::write(&path, format!("{other}\n")).unwrap();
+    let report = h.refresh();
+    assert_eq!(report.entries, 1, "{report:?}");
+    let text = h.read("claude-grow");
+    assert!(
+        text.contains("other words") && !text.contains("first words"),
+        "{text}"
+    );
+
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(h.refresh().dropped, 1);
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    assert!(
+        h.store
+            .read_session("claude-grow", None, None, &everyone, &r, BUDGETS)
+            .is_err()
+    );
+}
