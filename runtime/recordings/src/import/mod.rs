@@ -218,7 +218,7 @@ fn import_file(
         mark.session_id = default_session_id(source, path);
     }
     let mut state = match source {
-        "codex" => Parser::Codex(codex::State::default()),
+        "codex" => Parser::Codex(codex::State),
         _ => Parser::Claude(claude::State::default()),
     };
     file.seek(std::io::SeekFrom::Start(mark.offset))
@@ -358,10 +358,11 @@ fn commit(
                 }
                 Item::Title(t) => store::set_title(tx, &id, &t)?,
                 Item::Entry { mut entry, append } => {
-                    if append && let Some(key) = &entry.msg_key {
-                        if let Some(before) = store::latest_text(tx, &id, key)? {
-                            entry.text = format!("{before}\n\n{}", entry.text);
-                        }
+                    if append
+                        && let Some(key) = &entry.msg_key
+                        && let Some(before) = store::latest_text(tx, &id, key)?
+                    {
+                        entry.text = format!("{before}\n\n{}", entry.text);
                     }
                     if store::add_entry(tx, &id, &entry)?.is_some() {
                         added += 1;
