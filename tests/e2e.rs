@@ -123,10 +123,10 @@ async fn bad_arguments_are_refused_naming_the_field() {
 async fn planned_tools_answer_not_implemented_after_authorization() {
     let sb = Sandbox::new();
     let client = sb.stdio(&[]).await;
-    let result = call(&client, "session", json!({ "action": "search" })).await;
+    let result = call(&client, "agents", json!({ "action": "status" })).await;
     assert!(is_error(&result));
     assert!(
-        text(&result).starts_with("NOT_IMPLEMENTED: `session` is declared"),
+        text(&result).starts_with("NOT_IMPLEMENTED: `agents` is declared"),
         "{}",
         text(&result)
     );

@@ -24,6 +24,7 @@ mod faults;
 mod files;
 mod http;
 mod policies;
+mod sessions;
 #[cfg(unix)]
 mod shell_env;
 mod surface;

@@ -119,7 +119,10 @@ impl Sandbox {
             .args(extra)
             .current_dir(self.root())
             .env("GANTRY_LOG", "warn")
-            .env("HOME", self.path("home"));
+            .env("HOME", self.path("home"))
+            // The agents' own overrides would point the transcript import at real ones.
+            .env_remove("CODEX_HOME")
+            .env_remove("CLAUDE_CONFIG_DIR");
         cmd
     }
 

@@ -14,7 +14,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use gantry::permissions::PermissionState;
 use generated::core::{
     ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs, FindArgs, FindOutput,
-    ReadArgs, ReadOutput, ViewImageArgs, ViewImageOutput, WriteStdinArgs, actions,
+    ReadArgs, ReadOutput, SessionArgs, SessionOutput, ViewImageArgs, ViewImageOutput,
+    WriteStdinArgs, actions,
 };
 use tool_api::{Authorized, CallContext, Platform, Reply, ToolError};
 
@@ -75,6 +76,14 @@ impl CoreHandlers for Noop {
         _cx: &CallContext,
     ) -> Result<Reply<ApplyPatchOutput>, ToolError> {
         Ok(Reply::new(ApplyPatchOutput { files: Vec::new() }))
+    }
+
+    async fn session(
+        &self,
+        _call: Authorized<SessionArgs>,
+        _cx: &CallContext,
+    ) -> Result<Reply<SessionOutput>, ToolError> {
+        Err(ToolError::not_implemented(actions::SESSION.as_str()))
     }
 }
 

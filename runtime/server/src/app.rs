@@ -99,6 +99,8 @@ pub struct App {
     pub roots: Arc<LiveRoots>,
     /// Live command sessions.
     pub terminal: Arc<terminal::Registry>,
+    /// Recorded sessions.
+    pub recorder: Arc<crate::recorder::Recorder>,
 }
 
 impl std::fmt::Debug for App {
@@ -107,6 +109,10 @@ impl std::fmt::Debug for App {
             .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
+}
+
+fn permissions_on(live: &Live, permission: generated::Permission) -> bool {
+    live.facts.is_some() && live.permissions.effective(permission.name())
 }
 
 fn schema(name: &str, text: &str) -> Result<JsonObject, String> {
@@ -306,19 +312,29 @@ impl App {
                 policies: policy_set::dir_stamp(settings.policies_dir.as_deref()),
             },
         };
+        let recorder = Arc::new(crate::recorder::Recorder::open(&settings));
+        if permissions_on(&live, generated::Permission::SessionRecording) {
+            recorder.import_in_background();
+        }
         Ok(App {
             settings,
             live: std::sync::RwLock::new(Arc::new(live)),
             args,
             handlers: Handlers {
-                core: CoreTools::new(roots.clone(), terminal.clone()),
+                core: CoreTools::new(roots.clone(), terminal.clone(), recorder.clone()),
                 desktop: DesktopTools,
             },
             audit,
             tools,
             roots,
             terminal,
+            recorder,
         })
+    }
+
+    /// Whether calls are recorded now (`session_recording` on).
+    pub fn recording(&self) -> bool {
+        permissions_on(&self.live(), generated::Permission::SessionRecording)
     }
 
     /// Ends idle command sessions every few seconds, for as long as the server runs.

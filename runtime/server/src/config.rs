@@ -59,8 +59,33 @@ struct ConfigFile {
     session_idle: Option<toml::Spanned<String>>,
     audit_command_lines: Option<bool>,
     exec: Option<ExecSection>,
+    session: Option<SessionSection>,
     #[serde(default)]
     permissions: BTreeMap<toml::Spanned<String>, bool>,
+}
+
+/// `[session]`: what recorded sessions hold and show.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionSection {
+    /// Regular expressions whose matches are replaced by `[redacted]` when a call is recorded.
+    #[serde(default)]
+    redact: Vec<String>,
+    /// Show imported sessions whatever their working directory (default: only those inside
+    /// an approved root).
+    all_directories: Option<bool>,
+    /// Agents' transcript directories: `codex`, `claude`; `false` turns one off, a path
+    /// replaces its default location.
+    #[serde(default)]
+    sources: BTreeMap<String, SourceSetting>,
+}
+
+/// One `[session.sources]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum SourceSetting {
+    On(bool),
+    At(String),
 }
 
 /// `[exec]`: how commands run.
@@ -109,6 +134,12 @@ pub struct Settings {
     pub exec_cgroup: bool,
     /// Commands may write only below the roots and a private temp directory.
     pub exec_confine: bool,
+    /// Patterns redacted from recorded calls.
+    pub session_redact: Vec<String>,
+    /// Imported sessions are shown whatever their directory.
+    pub session_all_directories: bool,
+    /// Transcript sources to import: (source, directory), the ones turned on.
+    pub session_sources: Vec<(String, PathBuf)>,
     /// Whether the root is the current directory because none was given.
     pub defaulted_root: bool,
 }
@@ -353,6 +384,37 @@ impl Settings {
             },
         };
         let exec = file.exec.unwrap_or_default();
+        let session = file.session.unwrap_or_default();
+        if let Err(e) = recordings::Redactor::new(&session.redact, Vec::new()) {
+            errors.push(ConfigError::Setting {
+                what: format!("{shown}: [session] redact"),
+                reason: e.to_string(),
+            });
+        }
+        let mut session_sources = Vec::new();
+        for (name, default) in recordings::import::default_sources() {
+            match session.sources.get(name) {
+                Some(SourceSetting::On(false)) => {}
+                Some(SourceSetting::At(dir)) => {
+                    session_sources.push((name.to_string(), expand(dir, &config_dir)));
+                }
+                Some(SourceSetting::On(true)) | None => {
+                    if let Some(dir) = default {
+                        session_sources.push((name.to_string(), dir));
+                    }
+                }
+            }
+        }
+        if let Some(unknown) = session.sources.keys().find(|k| {
+            !recordings::import::default_sources()
+                .iter()
+                .any(|(n, _)| n == *k)
+        }) {
+            errors.push(ConfigError::Setting {
+                what: format!("{shown}: [session.sources] {unknown}"),
+                reason: "not a known source (codex, claude)".into(),
+            });
+        }
         let exec_confine = match exec
             .confine
             .as_ref()
@@ -394,6 +456,9 @@ impl Settings {
             audit_command_lines: file.audit_command_lines.unwrap_or(true),
             warm_shell: exec.warm_shell.unwrap_or(true),
             exec_cgroup: exec.cgroup.unwrap_or(true),
+            session_redact: session.redact,
+            session_all_directories: session.all_directories.unwrap_or(false),
+            session_sources,
             exec_confine,
             defaulted_root,
         })

@@ -458,7 +458,15 @@ pub async fn serve_stdio<S: Served>(
             served.join(", ")
         ));
     };
-    let server = ConnectorServer::new(app.clone(), spec);
+    // One stdio server process is one client connection: its calls are one conversation.
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let server = ConnectorServer::for_connection(
+        app.clone(),
+        spec,
+        format!("stdio-{}-{started_ms}", std::process::id()),
+    );
     let running = server
         .serve(crate::stdio::streams())
         .await

@@ -3,7 +3,8 @@
 //! Module map: [`cli`] and [`config`] turn flags, environment and the config file into
 //! [`config::Settings`]; [`app`] loads policies and roots into the shared [`app::App`];
 //! [`server`] is one connector as an MCP server; [`http`] exposes connectors over stateless
-//! Streamable HTTP (or stdio, with [`stdio`]'s streams); [`handlers`] implement the generated handler traits; [`ops`]
+//! Streamable HTTP (or stdio, with [`stdio`]'s streams); [`handlers`] implement the generated handler traits; [`recorder`] keeps
+//! recorded sessions (the `recordings` store); [`ops`]
 //! is the only code that touches the operating system.
 
 pub mod app;
@@ -17,6 +18,7 @@ pub mod http;
 pub mod ops;
 pub mod permissions;
 pub mod policy_set;
+pub mod recorder;
 pub mod server;
 pub mod state_dir;
 pub mod stdio;

@@ -40,6 +40,12 @@ pub trait Served: Send + Sync + 'static {
     ) -> impl std::future::Future<Output = Result<Encoded, ToolError>> + Send + 'a;
     /// Where calls are recorded.
     fn audit(&self) -> &Audit;
+    /// Whether answered calls go to the recorded sessions now.
+    fn recording(&self) -> bool {
+        false
+    }
+    /// Records an answered call in the recorded sessions.
+    fn record(&self, _call: &recordings::Call<'_>) {}
 }
 
 impl Served for App {
@@ -83,12 +89,23 @@ impl Served for App {
     fn audit(&self) -> &Audit {
         &self.audit
     }
+
+    fn recording(&self) -> bool {
+        App::recording(self)
+    }
+
+    fn record(&self, call: &recordings::Call<'_>) {
+        self.recorder.record(call);
+    }
 }
 
 /// The MCP server of one connector. Cheap to clone: the HTTP transport makes one per request.
 pub struct ConnectorServer<S: Served = App> {
     app: Arc<S>,
     connector: &'static ConnectorSpec,
+    /// Names the one connection this server answers (stdio), so its calls form one
+    /// recorded conversation when the client gives no session label.
+    connection: Option<Arc<str>>,
 }
 
 impl<S: Served> Clone for ConnectorServer<S> {
@@ -96,6 +113,7 @@ impl<S: Served> Clone for ConnectorServer<S> {
         Self {
             app: self.app.clone(),
             connector: self.connector,
+            connection: self.connection.clone(),
         }
     }
 }
@@ -103,7 +121,20 @@ impl<S: Served> Clone for ConnectorServer<S> {
 impl<S: Served> ConnectorServer<S> {
     /// The server of `connector`.
     pub fn new(app: Arc<S>, connector: &'static ConnectorSpec) -> Self {
-        Self { app, connector }
+        Self {
+            app,
+            connector,
+            connection: None,
+        }
+    }
+
+    /// The server of `connector` for one connection named `name`.
+    pub fn for_connection(app: Arc<S>, connector: &'static ConnectorSpec, name: String) -> Self {
+        Self {
+            app,
+            connector,
+            connection: Some(name.into()),
+        }
     }
 
     /// The tools this connector lists right now.
@@ -228,13 +259,20 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
         let name: String = request.name.chars().take(64).collect();
-        let (outcome, recorded) = self
-            .call(&request.name, request.arguments.unwrap_or_default())
-            .await;
+        let arguments = request.arguments.unwrap_or_default();
+        let recording = self.app.recording();
+        let arguments_json = if recording {
+            serde_json::to_string(&arguments).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let (outcome, recorded) = self.call(&request.name, arguments).await;
         let code = match &outcome {
             Ok(_) => "ok",
             Err(e) => e.code.as_str(),
         };
+        let labels = labels(&cx);
+        let decision = crate::audit::overall(&recorded.decisions);
         let duration = started.elapsed();
         tracing::info!(connector = self.connector.name, tool = %name, outcome = code, duration_us = duration.as_micros() as u64, "tool call");
         self.app.audit().record(&mut Entry {
@@ -243,14 +281,50 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
                 .map_or(0, |d| d.as_millis()),
             connector: self.connector.name,
             tool: &name,
-            decision: crate::audit::overall(&recorded.decisions),
+            decision,
             decisions: recorded.decisions,
             more_decisions: recorded.more,
             input: recorded.input,
             outcome: code,
             duration_us: duration.as_micros(),
-            labels: labels(&cx),
+            labels: labels.clone(),
         });
-        Ok(to_result(outcome).into())
+        let code = code.to_string();
+        let result = to_result(outcome);
+        if recording {
+            let text = result
+                .content
+                .first()
+                .and_then(|c| c.as_text())
+                .map_or("", |t| t.text.as_str());
+            let grouping = match (
+                labels.iter().find(|(k, _)| *k == "openai/session"),
+                &self.connection,
+            ) {
+                (Some((_, label)), _) => recordings::Grouping::ClientLabel(label.clone()),
+                (None, Some(c)) => recordings::Grouping::Connection(c.to_string()),
+                (None, None) => recordings::Grouping::TimeGap,
+            };
+            self.app.record(&recordings::Call {
+                ts_ms: i64::try_from(
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis()),
+                )
+                .unwrap_or(i64::MAX),
+                connector: self.connector.name,
+                tool: &name,
+                arguments: &arguments_json,
+                result: text,
+                decision,
+                error: (code != "ok").then_some(code.as_str()),
+                failed: result.is_error == Some(true),
+                grouping,
+                labels: labels.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+                // What `session` returned is recorded but never returned again by it.
+                hidden: name == generated::core::actions::SESSION.as_str(),
+            });
+        }
+        Ok(result.into())
     }
 }

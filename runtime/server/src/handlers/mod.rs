@@ -5,13 +5,15 @@ mod apply_patch;
 mod exec;
 mod find;
 mod read;
+mod session;
 mod view_image;
 
 use std::sync::Arc;
 
 use generated::core::{
     ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs, FindArgs, FindOutput,
-    ReadArgs, ReadOutput, ViewImageArgs, ViewImageOutput, WriteStdinArgs,
+    ReadArgs, ReadOutput, SessionArgs, SessionOutput, ViewImageArgs, ViewImageOutput,
+    WriteStdinArgs,
 };
 use generated::desktop::DesktopHandlers;
 use generated::types::ExecResult;
@@ -24,12 +26,22 @@ use crate::app::LiveRoots;
 pub struct CoreTools {
     roots: Arc<LiveRoots>,
     terminal: Arc<terminal::Registry>,
+    recorder: Arc<crate::recorder::Recorder>,
 }
 
 impl CoreTools {
-    /// Core handlers: files confined by `roots`, commands in `terminal`'s sessions.
-    pub fn new(roots: Arc<LiveRoots>, terminal: Arc<terminal::Registry>) -> Self {
-        Self { roots, terminal }
+    /// Core handlers: files confined by `roots`, commands in `terminal`'s sessions, recorded
+    /// sessions in `recorder`'s store.
+    pub fn new(
+        roots: Arc<LiveRoots>,
+        terminal: Arc<terminal::Registry>,
+        recorder: Arc<crate::recorder::Recorder>,
+    ) -> Self {
+        Self {
+            roots,
+            terminal,
+            recorder,
+        }
     }
 }
 
@@ -135,6 +147,18 @@ impl CoreHandlers for CoreTools {
         let cx = cx.clone();
         let args = call.into_inner();
         blocking(move || apply_patch::run(&roots, &cx, args)).await?
+    }
+
+    async fn session(
+        &self,
+        call: Authorized<SessionArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<SessionOutput>, ToolError> {
+        let roots = self.roots.get();
+        let recorder = self.recorder.clone();
+        let cx = cx.clone();
+        let args = call.into_inner();
+        blocking(move || session::run(&recorder, &roots, &cx, args)).await?
     }
 }
 
