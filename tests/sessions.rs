@@ -257,6 +257,9 @@ async fn every_acknowledged_call_survives_the_server_being_killed() {
         let _ = server.child.wait().await;
     }
     assert!(acknowledged.len() > 20, "{}", acknowledged.len());
+    // The next start takes what the killed servers had journaled but not yet stored.
+    let client = sb.stdio(&[]).await;
+    client.cancel().await.unwrap();
     let store = recordings::Store::open(&sb.path("state/sessions.db")).unwrap();
     let recorded: std::collections::HashSet<String> = store
         .read(|c| {

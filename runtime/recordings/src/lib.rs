@@ -4,12 +4,14 @@
 
 mod error;
 pub mod import;
+mod journal;
 mod record;
 pub mod redact;
 pub mod store;
 mod view;
 
 pub use error::StoreError;
+pub use journal::Journal;
 pub use record::{Call, Grouping, MAX_FIELD_BYTES, RUN_GAP_MS};
 pub use redact::Redactor;
 pub use store::Store;

@@ -68,7 +68,7 @@ pub struct Call<'a> {
 /// The longest arguments and result text kept per call; the rest is cut and the cut said.
 pub const MAX_FIELD_BYTES: usize = 256 * 1024;
 
-fn capped(text: &str) -> String {
+pub(crate) fn capped(text: &str) -> String {
     if text.len() <= MAX_FIELD_BYTES {
         return text.to_string();
     }
@@ -84,65 +84,73 @@ fn capped(text: &str) -> String {
 }
 
 impl Store {
-    /// Records `call` durably (committed before this returns) in its conversation.
+    /// Records `call` in its conversation, committed before this returns. The server records
+    /// through a [`crate::Journal`] instead, which is as durable and far cheaper per call.
     pub fn record_call(&self, call: &Call<'_>, redactor: &Redactor) -> Result<(), StoreError> {
-        let key = call.grouping.key(call.connector);
-        self.write(|tx| {
-            let existing = store::session_by_key(tx, &key)?;
-            let id = match existing {
-                Some((id, last))
-                    if call.grouping != Grouping::TimeGap || call.ts_ms - last <= RUN_GAP_MS =>
-                {
-                    id
-                }
-                _ => {
-                    let id = format!("gantry-{}-{}", call.connector, new_suffix(call.ts_ms));
-                    store::upsert_session(
-                        tx,
-                        &SessionInfo {
-                            id: id.clone(),
-                            source: "gantry".into(),
-                            title: None,
-                            cwd: None,
-                            grouping: Some(call.grouping.describe().into()),
-                            started_ms: call.ts_ms,
-                            updated_ms: call.ts_ms,
-                        },
-                    )?;
-                    store::set_key(tx, &id, &key)?;
-                    id
-                }
-            };
-            let call_id = format!("{}-{}", call.ts_ms, new_suffix(call.ts_ms));
-            let mut tool = NewEntry::new(
-                call.ts_ms,
-                Kind::Tool,
-                redactor.apply(&capped(call.arguments)),
-            );
-            tool.name = Some(call.tool.to_string());
-            tool.call_id = Some(call_id.clone());
-            tool.hidden = call.hidden;
-            let mut meta = format!("{} · {}", call.connector, call.decision);
-            if let Some(code) = call.error {
-                meta.push_str(&format!(" · {code}"));
-            }
-            for l in &call.labels {
-                meta.push_str(&format!(" · {l}"));
-            }
-            tool.meta = Some(meta);
-            store::add_entry(tx, &id, &tool)?;
-            let mut result = NewEntry::new(
-                call.ts_ms,
-                Kind::Result,
-                redactor.apply(&capped(call.result)),
-            );
-            result.call_id = Some(call_id);
-            result.failed = call.failed;
-            result.hidden = call.hidden;
-            store::add_entry(tx, &id, &result)?;
-            Ok(())
-        })
+        self.write(|tx| record_in(tx, call, redactor))
     }
+}
+
+/// Adds `call` to its conversation within the transaction `tx`.
+pub(crate) fn record_in(
+    tx: &rusqlite::Connection,
+    call: &Call<'_>,
+    redactor: &Redactor,
+) -> Result<(), StoreError> {
+    let key = call.grouping.key(call.connector);
+    let existing = store::session_by_key(tx, &key)?;
+    let id = match existing {
+        Some((id, last))
+            if call.grouping != Grouping::TimeGap || call.ts_ms - last <= RUN_GAP_MS =>
+        {
+            id
+        }
+        _ => {
+            let id = format!("gantry-{}-{}", call.connector, new_suffix(call.ts_ms));
+            store::upsert_session(
+                tx,
+                &SessionInfo {
+                    id: id.clone(),
+                    source: "gantry".into(),
+                    title: None,
+                    cwd: None,
+                    grouping: Some(call.grouping.describe().into()),
+                    started_ms: call.ts_ms,
+                    updated_ms: call.ts_ms,
+                },
+            )?;
+            store::set_key(tx, &id, &key)?;
+            id
+        }
+    };
+    let call_id = format!("{}-{}", call.ts_ms, new_suffix(call.ts_ms));
+    let mut tool = NewEntry::new(
+        call.ts_ms,
+        Kind::Tool,
+        redactor.apply(&capped(call.arguments)),
+    );
+    tool.name = Some(call.tool.to_string());
+    tool.call_id = Some(call_id.clone());
+    tool.hidden = call.hidden;
+    let mut meta = format!("{} · {}", call.connector, call.decision);
+    if let Some(code) = call.error {
+        meta.push_str(&format!(" · {code}"));
+    }
+    for l in &call.labels {
+        meta.push_str(&format!(" · {}", redactor.apply(l)));
+    }
+    tool.meta = Some(meta);
+    store::add_entry(tx, &id, &tool)?;
+    let mut result = NewEntry::new(
+        call.ts_ms,
+        Kind::Result,
+        redactor.apply(&capped(call.result)),
+    );
+    result.call_id = Some(call_id);
+    result.failed = call.failed;
+    result.hidden = call.hidden;
+    store::add_entry(tx, &id, &result)?;
+    Ok(())
 }
 
 /// A suffix that keeps ids apart, whichever process (two servers may share a store) makes

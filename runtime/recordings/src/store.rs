@@ -195,6 +195,7 @@ CREATE TABLE IF NOT EXISTS entry(
 CREATE INDEX IF NOT EXISTS entry_session ON entry(session_id, id);
 CREATE INDEX IF NOT EXISTS entry_key ON entry(session_id, msg_key) WHERE msg_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS entry_call ON entry(session_id, call_id) WHERE call_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS entry_tref ON entry(session_id, tref) WHERE tref IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS entry_fts USING fts5(
   name, text, content='entry', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
 );
@@ -204,6 +205,10 @@ END;
 CREATE TRIGGER IF NOT EXISTS entry_ad AFTER DELETE ON entry WHEN old.hidden = 0 BEGIN
   INSERT INTO entry_fts(entry_fts, rowid, name, text) VALUES ('delete', old.id, old.name, old.text);
 END;
+CREATE TABLE IF NOT EXISTS meta(
+  key TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS source(
   path TEXT PRIMARY KEY,
   kind TEXT NOT NULL,
@@ -264,7 +269,9 @@ impl Store {
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut conn = lock(&self.conn);
-        let tx = conn.transaction()?;
+        // IMMEDIATE: the write lock is taken (or waited for, busy_timeout) at the start; a
+        // deferred transaction that reads first fails at once when another server writes.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let out = f(&tx)?;
         tx.commit()?;
         Ok(out)
@@ -344,11 +351,10 @@ pub fn add_entry(
     let mut supersedes = None;
     if let Some(key) = &e.msg_key {
         let prior: Option<(i64, String)> = tx
-            .query_row(
+            .prepare_cached(
                 "SELECT id, text FROM entry WHERE session_id = ?1 AND msg_key = ?2 AND superseded = 0 ORDER BY id DESC LIMIT 1",
-                params![session_id, key],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            )?
+            .query_row(params![session_id, key], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
         if let Some((id, text)) = prior {
             if text == e.text {
@@ -358,18 +364,20 @@ pub fn add_entry(
         }
     }
     let tref: Option<i64> = if e.kind == Kind::Tool && !e.hidden {
-        Some(tx.query_row(
-            "SELECT COALESCE(MAX(tref), 0) + 1 FROM entry WHERE session_id = ?1",
-            params![session_id],
-            |r| r.get(0),
-        )?)
+        Some(
+            tx.prepare_cached(
+                "SELECT COALESCE(MAX(tref), 0) + 1 FROM entry WHERE session_id = ?1 AND tref IS NOT NULL",
+            )?
+            .query_row(params![session_id], |r| r.get(0))?,
+        )
     } else {
         None
     };
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO entry(session_id, ts_ms, kind, name, text, call_id, failed, msg_key, uuid, parent, side, hidden, supersedes, tref, meta)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-        params![
+    )?
+    .execute(params![
             session_id,
             e.ts_ms,
             e.kind.as_str(),
@@ -389,15 +397,11 @@ pub fn add_entry(
     )?;
     let id = tx.last_insert_rowid();
     if let Some(old) = supersedes {
-        tx.execute(
-            "UPDATE entry SET superseded = 1 WHERE id = ?1",
-            params![old],
-        )?;
+        tx.prepare_cached("UPDATE entry SET superseded = 1 WHERE id = ?1")?
+            .execute(params![old])?;
     }
-    tx.execute(
-        "UPDATE session SET updated_ms = MAX(updated_ms, ?2) WHERE id = ?1",
-        params![session_id, e.ts_ms],
-    )?;
+    tx.prepare_cached("UPDATE session SET updated_ms = MAX(updated_ms, ?2) WHERE id = ?1")?
+        .execute(params![session_id, e.ts_ms])?;
     Ok(Some(id))
 }
 
@@ -414,6 +418,28 @@ pub fn latest_text(
             |r| r.get(0),
         )
         .optional()?)
+}
+
+/// How far the journal has been taken into the store.
+pub fn journal_offset(conn: &Connection) -> Result<u64, StoreError> {
+    let v: Option<i64> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'journal_offset'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(v.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
+}
+
+/// Records how far the journal has been taken into the store.
+pub fn set_journal_offset(tx: &Connection, offset: u64) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO meta(key, value) VALUES ('journal_offset', ?1)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+    )?
+    .execute(params![i64::try_from(offset).unwrap_or(i64::MAX)])?;
+    Ok(())
 }
 
 /// Deletes a session and its entries (a transcript that vanished or was rewritten).
@@ -511,11 +537,10 @@ pub(crate) fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo
 /// The session with conversation key `key`, its last entry time, if there is one.
 pub fn session_by_key(conn: &Connection, key: &str) -> Result<Option<(String, i64)>, StoreError> {
     Ok(conn
-        .query_row(
+        .prepare_cached(
             "SELECT id, updated_ms FROM session WHERE conv_key = ?1 ORDER BY updated_ms DESC LIMIT 1",
-            params![key],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        )?
+        .query_row(params![key], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?)
 }
 
@@ -547,6 +572,18 @@ pub fn entries(
         entry_row,
     )?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Entry `id`, if it is a visible entry of session `session_id` (replaced or not).
+pub fn entry_in(conn: &Connection, session_id: &str, id: i64) -> Result<Option<Entry>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT id, ts_ms, kind, name, text, call_id, failed, msg_key, uuid, parent, side, supersedes, tref, meta
+             FROM entry WHERE id = ?1 AND session_id = ?2 AND hidden = 0",
+            params![id, session_id],
+            entry_row,
+        )
+        .optional()?)
 }
 
 /// One entry by id.

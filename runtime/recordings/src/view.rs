@@ -72,6 +72,12 @@ pub struct Search<'a> {
     pub cursor: Option<&'a str>,
 }
 
+/// The longest snippet shown, in characters (one token can be a long blob).
+const SNIPPET_CHARS: usize = 300;
+
+/// How many of the newest matches of a query are ranked.
+const RANK_WINDOW: usize = 2000;
+
 /// Estimated tokens → bytes.
 fn bytes_of(tokens: usize) -> usize {
     tokens.saturating_mul(4)
@@ -363,20 +369,34 @@ fn hits(
                 update_cursor: None,
             });
         };
-        let mut st = conn.prepare_cached(
+        // Relevance among the newest matches: ranking every match of a common word costs
+        // time in proportion to the store; the newest RANK_WINDOW are ranked, by bm25.
+        let mut ranked: Vec<(i64, f64)> = conn
+            .prepare_cached(
+                "SELECT rowid, bm25(entry_fts) FROM entry_fts WHERE entry_fts MATCH ?1 AND rowid <= ?2
+                 ORDER BY rowid DESC LIMIT ?3",
+            )?
+            .query_map(params![fts, hw, RANK_WINDOW as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let windowed = ranked.len() == RANK_WINDOW;
+        ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
+        let mut one = conn.prepare_cached(
             "SELECT e.id, e.session_id, e.kind, e.name, e.tref, e.ts_ms,
                     snippet(entry_fts, -1, '«', '»', '…', 24), e.side
              FROM entry_fts JOIN entry e ON e.id = entry_fts.rowid
-             WHERE entry_fts MATCH ?1 AND e.id <= ?2 AND e.superseded = 0 AND e.hidden = 0
-               AND e.kind != 'title'
-             ORDER BY rank LIMIT -1 OFFSET ?3",
+             WHERE entry_fts MATCH ?1 AND entry_fts.rowid = ?2 AND e.superseded = 0 AND e.hidden = 0
+               AND e.kind != 'title'",
         )?;
-        let mut rows = st.query(params![fts, hw, skip as i64])?;
         let mut filler = Filler::new(bytes_of(budgets.search_tokens));
         let mut consumed = skip;
         let mut shown = 0usize;
         let mut more = false;
-        while let Some(r) = rows.next()? {
+        for (id, _) in ranked.iter().skip(skip) {
+            let mut rows = one.query(params![fts, id])?;
+            let Some(r) = rows.next()? else {
+                consumed += 1;
+                continue;
+            };
             let session_id: String = r.get(1)?;
             let info = match sessions.get(&session_id) {
                 Some(i) => i.clone(),
@@ -416,7 +436,10 @@ fn hits(
             if side {
                 what.push_str(" (side branch)");
             }
-            let snippet = redactor.apply(&snippet.split_whitespace().collect::<Vec<_>>().join(" "));
+            let snippet = headline(
+                &redactor.apply(&snippet.split_whitespace().collect::<Vec<_>>().join(" ")),
+                SNIPPET_CHARS,
+            );
             let block = format!(
                 "{} · {} · {} · {what}\n  {snippet}\n",
                 info.id,
@@ -439,7 +462,10 @@ fn hits(
         let mut text = if shown == 0 {
             format!("No hits for {query:?}.\n")
         } else {
-            let how = if any { " (any of the words)" } else { "" };
+            let mut how = if any { " (any of the words)" } else { "" }.to_string();
+            if windowed {
+                how.push_str(&format!(" among the {RANK_WINDOW} newest matches"));
+            }
             format!(
                 "Hits for {query:?}{how}, best first (session · source · time · what):\n{}",
                 filler.text
@@ -572,14 +598,18 @@ fn result_of(
     })
 }
 
-/// The tool call `call_id` of the session: its `T` number, if it was recorded.
-fn call_ref(conn: &Connection, session_id: &str, call_id: &str) -> Result<Option<i64>, ViewError> {
+/// The tool call `call_id` of the session, if it was recorded: its entry id and `T` number.
+fn call_of(
+    conn: &Connection,
+    session_id: &str,
+    call_id: &str,
+) -> Result<Option<(i64, Option<i64>)>, ViewError> {
     let mut st = conn.prepare_cached(
-        "SELECT tref FROM entry WHERE session_id = ?1 AND call_id = ?2 AND kind = 'tool' LIMIT 1",
+        "SELECT id, tref FROM entry WHERE session_id = ?1 AND call_id = ?2 AND kind = 'tool' LIMIT 1",
     )?;
     let mut rows = st.query(params![session_id, call_id])?;
     Ok(match rows.next()? {
-        Some(r) => r.get(0)?,
+        Some(r) => Some((r.get(0)?, r.get(1)?)),
         None => None,
     })
 }
@@ -605,6 +635,7 @@ fn render(
     e: &Entry,
     chain: Option<&HashSet<String>>,
     label: Option<&str>,
+    since: Option<i64>,
     redactor: &Redactor,
 ) -> Result<Option<String>, ViewError> {
     let side =
@@ -643,20 +674,25 @@ fn render(
             format!("{line}{branch}\n\n")
         }
         Kind::Result => {
-            // Shown with its call; alone only when the call is not in the session.
-            match e.new.call_id.as_deref() {
-                Some(c) if call_ref(conn, session_id, c)?.is_some() && label.is_empty() => {
+            // Shown with its call's headline; alone when the call is not in the session, or
+            // when the reader (an update cursor) saw the call before its result came.
+            let call = match e.new.call_id.as_deref() {
+                Some(c) => call_of(conn, session_id, c)?,
+                None => return Ok(None),
+            };
+            match call {
+                Some((id, _)) if label.is_empty() && since.is_none_or(|s| id > s) => {
                     return Ok(None);
                 }
-                Some(c) => {
-                    let t = call_ref(conn, session_id, c)?
+                _ => {
+                    let t = call
+                        .and_then(|(_, t)| t)
                         .map_or_else(|| "an earlier call".to_string(), |t| format!("T{t}"));
                     format!(
                         "result of {t}{branch}: {}\n\n",
                         redactor.apply(&result_headline(&e.new.text, e.new.failed))
                     )
                 }
-                None => return Ok(None),
             }
         }
     }))
@@ -770,6 +806,12 @@ fn read_page(
             let mut skip = skip;
             for (i, r) in list.iter().enumerate().skip(at) {
                 let text = expansion(conn, session_id, r, redactor)?;
+                if skip > 0 && (skip >= text.len() || !text.is_char_boundary(skip)) {
+                    return Err(ViewError::BadCursor(
+                        cursor.unwrap_or("").to_string(),
+                        "the offset is not inside its call",
+                    ));
+                }
                 if !filler.offer(i as i64, &text, skip) {
                     next = filler.next.map(|(i, off)| format!("x.{i}.{off}.{tag}"));
                     break;
@@ -779,77 +821,19 @@ fn read_page(
             next
         }
         Start::Whole { from, skip } => {
-            let chain = if info.source == "claude" {
-                main_chain(conn, session_id)?
-            } else {
-                None
-            };
-            let mut next = None;
-            let mut from = from;
-            let mut skip = skip;
-            'pages: loop {
-                let batch = store::entries(conn, session_id, from, 200, true)?;
-                if batch.is_empty() {
-                    break;
-                }
-                for e in &batch {
-                    from = e.id + 1;
-                    let Some(text) = render(conn, session_id, e, chain.as_ref(), None, redactor)?
-                    else {
-                        continue;
-                    };
-                    if !filler.offer(e.id, &text, skip) {
-                        next = filler.next.map(|(id, off)| format!("p.{id}.{off}.{tag}"));
-                        break 'pages;
-                    }
-                    skip = 0;
-                }
-            }
-            next
+            page_entries(conn, &info, from, skip, None, &mut filler, redactor, &tag)?
         }
         Start::Since { since, from, skip } => {
-            let chain = if info.source == "claude" {
-                main_chain(conn, session_id)?
-            } else {
-                None
-            };
-            let mut next = None;
-            let mut from = from.max(since + 1);
-            let mut skip = skip;
-            'pages: loop {
-                let batch = store::entries(conn, session_id, from, 200, true)?;
-                if batch.is_empty() {
-                    break;
-                }
-                for e in &batch {
-                    from = e.id + 1;
-                    let text = match seen_version(conn, e, since)? {
-                        Some(old) if e.new.text.starts_with(&old) => Some(format!(
-                            "[{} {}, continued]\n{}\n\n",
-                            e.new.kind.as_str(),
-                            utc(e.new.ts_ms),
-                            redactor.apply(&e.new.text[old.len()..])
-                        )),
-                        Some(_) => render(
-                            conn,
-                            session_id,
-                            e,
-                            chain.as_ref(),
-                            Some("replaces what you read before"),
-                            redactor,
-                        )?,
-                        None => render(conn, session_id, e, chain.as_ref(), None, redactor)?,
-                    };
-                    let Some(text) = text else { continue };
-                    if !filler.offer(e.id, &text, skip) {
-                        next = filler
-                            .next
-                            .map(|(id, off)| format!("v.{since}.{id}.{off}.{tag}"));
-                        break 'pages;
-                    }
-                    skip = 0;
-                }
-            }
+            let next = page_entries(
+                conn,
+                &info,
+                from.max(since.saturating_add(1)),
+                skip,
+                Some(since),
+                &mut filler,
+                redactor,
+                &tag,
+            )?;
             if next.is_none() && filler.text.is_empty() {
                 filler.text.push_str("Nothing new since that cursor.\n");
             }
@@ -878,6 +862,95 @@ fn read_page(
         next_cursor: next,
         update_cursor: Some(update_cursor),
     })
+}
+
+/// Fills a page with the session's entries from entry `from` (at byte `skip` of its
+/// rendering), all of them, or with `since` only what is new after that update cursor.
+/// Returns the cursor of the next page, if any.
+#[allow(clippy::too_many_arguments)]
+fn page_entries(
+    conn: &Connection,
+    info: &SessionInfo,
+    from: i64,
+    skip: usize,
+    since: Option<i64>,
+    filler: &mut Filler,
+    redactor: &Redactor,
+    tag: &str,
+) -> Result<Option<String>, ViewError> {
+    let session_id = info.id.as_str();
+    let chain = if info.source == "claude" {
+        main_chain(conn, session_id)?
+    } else {
+        None
+    };
+    let cursor_of = |id: i64, off: usize| match since {
+        None => format!("p.{id}.{off}.{tag}"),
+        Some(since) => format!("v.{since}.{id}.{off}.{tag}"),
+    };
+    let shown = |e: &Entry| -> Result<Option<String>, ViewError> {
+        let Some(since) = since else {
+            return render(conn, session_id, e, chain.as_ref(), None, None, redactor);
+        };
+        Ok(match seen_version(conn, e, since)? {
+            Some(old) => {
+                // Compared as shown: a secret that straddles the old end stays hidden.
+                let (old, new) = (redactor.apply(&old), redactor.apply(&e.new.text));
+                match new.strip_prefix(old.as_str()) {
+                    Some(suffix) => Some(format!(
+                        "[{} {}, continued]\n{suffix}\n\n",
+                        e.new.kind.as_str(),
+                        utc(e.new.ts_ms)
+                    )),
+                    None => render(
+                        conn,
+                        session_id,
+                        e,
+                        chain.as_ref(),
+                        Some("replaces what you read before"),
+                        Some(since),
+                        redactor,
+                    )?,
+                }
+            }
+            None => render(
+                conn,
+                session_id,
+                e,
+                chain.as_ref(),
+                None,
+                Some(since),
+                redactor,
+            )?,
+        })
+    };
+    let mut from = from;
+    if skip > 0 {
+        // The entry a page was cut in goes on, even if a later version replaced it since.
+        let bad = |why| ViewError::BadCursor(format!("{from}.{skip}"), why);
+        let e = store::entry_in(conn, session_id, from)?.ok_or_else(|| bad("no such entry"))?;
+        let text = shown(&e)?.unwrap_or_default();
+        if skip >= text.len() || !text.is_char_boundary(skip) {
+            return Err(bad("the offset is not inside its entry"));
+        }
+        if !filler.offer(e.id, &text, skip) {
+            return Ok(filler.next.map(|(id, off)| cursor_of(id, off)));
+        }
+        from = e.id + 1;
+    }
+    loop {
+        let batch = store::entries(conn, session_id, from, 200, true)?;
+        if batch.is_empty() {
+            return Ok(None);
+        }
+        for e in &batch {
+            from = e.id + 1;
+            let Some(text) = shown(e)? else { continue };
+            if !filler.offer(e.id, &text, 0) {
+                return Ok(filler.next.map(|(id, off)| cursor_of(id, off)));
+            }
+        }
+    }
 }
 
 /// The text of the version of `e` a reader whose update cursor is `since` has seen, if it

@@ -65,6 +65,7 @@ impl Home {
                 ("codex".into(), self.codex()),
                 ("claude".into(), self.claude()),
             ],
+            &Redactor::new(&[], vec!["sk-fixture-secret-0123456789abcdef".into()]).unwrap(),
             Duration::from_secs(30),
         )
     }
@@ -241,5 +242,43 @@ fn a_line_being_written_is_read_once_it_ends_and_a_vanished_transcript_takes_its
         h.store
             .read_session("claude-grow", None, None, &everyone, &r, BUDGETS)
             .is_err()
+    );
+}
+
+#[test]
+fn secrets_in_transcripts_never_reach_the_index_or_a_snippet() {
+    let h = Home::new();
+    let path = h.root.join(".claude/projects/-work-app/keys.jsonl");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let line = r#"{"parentUuid":null,"cwd":"/work/app","sessionId":"keys","type":"user","message":{"role":"user","content":"use key sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123 and token ghp_abcdefghijklmnopqrstuvwxyz0123456789 please"},"uuid":"k1","timestamp":"2026-12-01T10:00:00.000Z"}"#;
+    std::fs::write(&path, format!("{line}\n")).unwrap();
+    h.refresh();
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    for q in ["sk", "proj", "AbCdEfGhIjKlMnOpQrStUvWx0123", "ghp", "key"] {
+        let hits = h
+            .store
+            .search(
+                Search {
+                    query: Some(q),
+                    source: None,
+                    cursor: None,
+                },
+                &everyone,
+                &r,
+                BUDGETS,
+            )
+            .unwrap();
+        // Snippet lines only: the query itself is echoed in the header.
+        let snippets: String = hits.text.lines().filter(|l| l.starts_with("  ")).collect();
+        assert!(
+            !snippets.contains("AbCdEf") && !snippets.contains("abcdefghij"),
+            "{q}: {}",
+            hits.text
+        );
+    }
+    let text = h.read("claude-keys");
+    assert!(
+        text.contains("use key [redacted] and token [redacted] please"),
+        "{text}"
     );
 }

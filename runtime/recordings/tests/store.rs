@@ -458,3 +458,75 @@ fn no_query_lists_the_newest_sessions_and_pages_by_cursor() {
         .unwrap();
     assert_eq!(other.text, "No recorded sessions.\n");
 }
+
+#[test]
+fn a_result_that_comes_after_its_call_was_read_is_new_to_an_update_cursor() {
+    let (_dir, store) = open();
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    let mut call = NewEntry::new(1, Kind::Tool, "{\"cmd\":\"make\"}");
+    call.name = Some("exec_command".into());
+    call.call_id = Some("c1".into());
+    imported(
+        &store,
+        "codex-late",
+        &[NewEntry::new(0, Kind::User, "build it"), call],
+    );
+    let first = store
+        .read_session("codex-late", None, None, &everyone, &r, BUDGETS)
+        .unwrap();
+    assert!(
+        first.text.contains("T1 exec_command {\"cmd\":\"make\"}\n"),
+        "{}",
+        first.text
+    );
+    let mut result = NewEntry::new(2, Kind::Result, "make: *** No rule to make target");
+    result.call_id = Some("c1".into());
+    result.failed = true;
+    imported(&store, "codex-late", &[result]);
+    let new = store
+        .read_session(
+            "codex-late",
+            first.update_cursor.as_deref(),
+            None,
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    assert!(
+        new.text
+            .starts_with("result of T1: → make: *** No rule to make target [failed]"),
+        "{}",
+        new.text
+    );
+    // A whole read shows it with its call, once.
+    let whole = store
+        .read_session("codex-late", None, None, &everyone, &r, BUDGETS)
+        .unwrap();
+    assert_eq!(whole.text.matches("No rule").count(), 1, "{}", whole.text);
+}
+
+#[test]
+fn a_cursor_offset_outside_its_entry_is_refused() {
+    let (_dir, store) = open();
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    imported(
+        &store,
+        "codex-off",
+        &[NewEntry::new(0, Kind::User, "x".repeat(40_000))],
+    );
+    let first = store
+        .read_session("codex-off", None, None, &everyone, &r, BUDGETS)
+        .unwrap();
+    let c = first.next_cursor.unwrap();
+    let mut parts: Vec<String> = c.split('.').map(str::to_string).collect();
+    parts[2] = "999999".into();
+    let forged = parts.join(".");
+    let e = store
+        .read_session("codex-off", Some(&forged), None, &everyone, &r, BUDGETS)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("the offset is not inside its entry"),
+        "{e}"
+    );
+}

@@ -15,13 +15,15 @@ use crate::config::Settings;
 /// for it), and how often rounds run once everything is in.
 const BACKGROUND_ROUND: Duration = Duration::from_millis(250);
 const BACKGROUND_EVERY: Duration = Duration::from_secs(15);
+/// How long a lookup waits for the calls answered before it to be stored.
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
 /// How long a lookup tops the import up before it answers.
 const BEFORE_LOOKUP: Duration = Duration::from_millis(300);
 
 /// The store and what goes into it.
 #[derive(Debug)]
 pub struct Recorder {
-    store: Result<(Store, Redactor), String>,
+    store: Result<(Arc<Store>, Redactor, recordings::Journal), String>,
     sources: Vec<(String, PathBuf)>,
     /// Imported sessions are shown whatever their directory.
     pub all_directories: bool,
@@ -36,33 +38,48 @@ impl Recorder {
         let path = settings.state_dir.join("sessions.db");
         // The patterns were checked with the config; were one to fail here, nothing is
         // recorded or shown rather than shown unredacted.
-        let (store, redactor) = match Redactor::new(&settings.session_redact, Vec::new()) {
-            Ok(r) => (Store::open(&path).map_err(|e| e.to_string()), Some(r)),
-            Err(e) => (Err(format!("[session] redact: {e}")), None),
-        };
+        // gantry's own connector tokens are hidden too (those stored at start).
+        let tokens = crate::state_dir::stored_tokens(&settings.state_dir);
+        let store = Redactor::new(&settings.session_redact, tokens)
+            .map_err(|e| format!("[session] redact: {e}"))
+            .and_then(|redactor| {
+                let store = Arc::new(Store::open(&path).map_err(|e| e.to_string())?);
+                // Replays what a previous run answered but had not stored yet.
+                let journal = recordings::Journal::open(store.clone(), redactor.clone())
+                    .map_err(|e| e.to_string())?;
+                Ok((store, redactor, journal))
+            });
         if let Err(e) = &store {
             tracing::warn!("recorded sessions are unavailable: {e}");
         }
         Recorder {
-            store: store.and_then(|s| redactor.map(|r| (s, r)).ok_or_else(String::new)),
+            store,
             sources: settings.session_sources.clone(),
             all_directories: settings.session_all_directories,
             importing: Mutex::new(()),
         }
     }
 
-    /// The store and what redacts its text, or why there is none.
+    /// The store and what redacts its text, or why there is none, once every call answered
+    /// so far is in it (waited for at most [`FLUSH_WAIT`]).
     pub fn store(&self) -> Result<(&Store, &Redactor), ToolError> {
-        self.store
+        let (store, redactor, journal) = self
+            .store
             .as_ref()
-            .map(|(s, r)| (s, r))
-            .map_err(|e| ToolError::new(ErrorCode::Internal, e.clone()))
+            .map_err(|e| ToolError::new(ErrorCode::Internal, e.clone()))?;
+        if !journal.flush(FLUSH_WAIT) {
+            tracing::warn!(
+                "recorded calls are not all stored yet; the lookup goes on without the newest"
+            );
+        }
+        Ok((store, redactor))
     }
 
-    /// Records one answered call; a failure is logged, never fails the call.
+    /// Records one answered call (durably: it is in the journal when this returns); a
+    /// failure is logged, never fails the call.
     pub fn record(&self, call: &recordings::Call<'_>) {
-        if let Ok((store, redactor)) = &self.store
-            && let Err(e) = store.record_call(call, redactor)
+        if let Ok((_, _, journal)) = &self.store
+            && let Err(e) = journal.append(call)
         {
             tracing::warn!("a call was not recorded: {e}");
         }
@@ -72,7 +89,7 @@ impl Recorder {
     /// counts). Returns whether everything was imported.
     pub fn refresh(&self, budget: Duration) -> bool {
         let until = std::time::Instant::now() + budget;
-        let Ok((store, _)) = &self.store else {
+        let Ok((store, redactor, _)) = &self.store else {
             return true;
         };
         let _one = loop {
@@ -88,7 +105,7 @@ impl Recorder {
             }
         };
         let left = until.saturating_duration_since(std::time::Instant::now());
-        let report = recordings::import::refresh(store, &self.sources, left);
+        let report = recordings::import::refresh(store, &self.sources, redactor, left);
         if report.entries > 0 || report.skipped > 0 || report.dropped > 0 {
             tracing::info!(
                 files = report.files,

@@ -99,6 +99,18 @@ fn read_table(path: &Path) -> Result<toml::Table, String> {
         .map_err(|e: toml::de::Error| format!("{}: {}", path.display(), e.message()))
 }
 
+/// The connector tokens stored now (none when there is no token file yet).
+pub fn stored_tokens(dir: &Path) -> Vec<String> {
+    read_table(&tokens_path(dir))
+        .map(|t| {
+            t.values()
+                .filter_map(toml::Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn write_table(path: &Path, table: &toml::Table) -> Result<(), String> {
     let text = format!(
         "# gantry connector secrets. Anyone with one of these can use that connector.\n{}",

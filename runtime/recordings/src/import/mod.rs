@@ -68,7 +68,13 @@ const MAX_LINE: usize = 32 << 20;
 const CHUNK: usize = 4 << 20;
 
 /// Imports what is new in every source, for at most `budget` (the rest continues next time).
-pub fn refresh(store: &Store, sources: &[(String, PathBuf)], budget: Duration) -> Report {
+/// Text is redacted as it is stored: the index never holds a secret a snippet could show.
+pub fn refresh(
+    store: &Store,
+    sources: &[(String, PathBuf)],
+    redactor: &crate::Redactor,
+    budget: Duration,
+) -> Report {
     let until = Instant::now() + budget;
     let mut report = Report::default();
     for (name, dir) in sources {
@@ -77,7 +83,7 @@ pub fn refresh(store: &Store, sources: &[(String, PathBuf)], budget: Duration) -
             "claude" => claude::files(dir),
             _ => continue,
         };
-        if let Err(e) = drop_vanished(store, name, &files, &mut report) {
+        if let Err(e) = drop_vanished(store, name, &mut report) {
             tracing_warn(&format!("{name}: {e}"));
         }
         for file in files {
@@ -86,7 +92,7 @@ pub fn refresh(store: &Store, sources: &[(String, PathBuf)], budget: Duration) -
                 return report;
             }
             report.files += 1;
-            if let Err(e) = import_file(store, name, &file, until, &mut report) {
+            if let Err(e) = import_file(store, name, &file, redactor, until, &mut report) {
                 tracing_warn(&format!("{}: {e}", file.display()));
             }
         }
@@ -106,19 +112,18 @@ fn head_span(head: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Drops the sessions of files of `source` that are gone.
-fn drop_vanished(
-    store: &Store,
-    source: &str,
-    present: &[PathBuf],
-    report: &mut Report,
-) -> Result<(), StoreError> {
+/// Drops the sessions of files of `source` that are gone: a path is gone when the file
+/// system says so, never because a directory could not be listed.
+fn drop_vanished(store: &Store, source: &str, report: &mut Report) -> Result<(), StoreError> {
     let known = store.read(|c| store::source_paths(c, source))?;
-    let present: std::collections::HashSet<String> = present
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
-    for path in known.into_iter().filter(|p| !present.contains(p)) {
+    for path in known {
+        let gone = matches!(
+            std::fs::symlink_metadata(&path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound
+        );
+        if !gone {
+            continue;
+        }
         store.write(|tx| {
             if let Some(mark) = store::source_mark(tx, &path)? {
                 store::forget_source(tx, &path)?;
@@ -166,6 +171,7 @@ fn import_file(
     store: &Store,
     source: &str,
     path: &Path,
+    redactor: &crate::Redactor,
     until: Instant,
     report: &mut Report,
 ) -> Result<(), StoreError> {
@@ -217,6 +223,8 @@ fn import_file(
     if mark.session_id.is_empty() {
         mark.session_id = default_session_id(source, path);
     }
+    // What the store says has been read: each commit checks it is still so.
+    let mut stored_offset = mark.offset;
     let mut state = match source {
         "codex" => Parser::Codex(codex::State),
         _ => Parser::Claude(claude::State::default()),
@@ -225,18 +233,38 @@ fn import_file(
         .map_err(io)?;
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; CHUNK];
+    // Inside a line beyond any sane size: its bytes are counted, not kept, to its end.
+    let mut oversized = false;
     loop {
         let n = file.read(&mut buf).map_err(io)?;
         if n == 0 {
             break;
         }
         report.bytes += n as u64;
-        pending.extend_from_slice(&buf[..n]);
+        let mut chunk = &buf[..n];
+        if oversized {
+            match chunk.iter().position(|b| *b == b'\n') {
+                Some(nl) => {
+                    mark.offset += nl as u64 + 1;
+                    mark.lines += 1;
+                    mark.skipped += 1;
+                    report.skipped += 1;
+                    oversized = false;
+                    chunk = &chunk[nl + 1..];
+                }
+                None => {
+                    mark.offset += n as u64;
+                    continue;
+                }
+            }
+        }
+        pending.extend_from_slice(chunk);
         // Only complete lines: an unterminated tail is a line still being written.
         let Some(last_nl) = pending.iter().rposition(|b| *b == b'\n') else {
             if pending.len() > MAX_LINE {
-                // One line beyond any sane size: skip it whole once it ends.
+                mark.offset += pending.len() as u64;
                 pending.clear();
+                oversized = true;
             }
             continue;
         };
@@ -266,14 +294,29 @@ fn import_file(
             file.seek(std::io::SeekFrom::Start(mark.offset + pending.len() as u64))
                 .map_err(io)?;
         }
-        report.entries += commit(store, source, &shown, &mut mark, items)?;
+        match commit(store, source, &shown, &mark, stored_offset, items, redactor)? {
+            Some(n) => {
+                report.entries += n;
+                stored_offset = mark.offset;
+            }
+            // Another server sharing the store is importing this file: it is left to it.
+            None => return Ok(()),
+        }
         if Instant::now() >= until {
             report.unfinished = true;
             return Ok(());
         }
     }
     // Only the time changed (or a partial line arrived): remember the time, read nothing.
-    store.write(|tx| store::set_source_mark(tx, &shown, source, &mark))?;
+    let _ = commit(
+        store,
+        source,
+        &shown,
+        &mark,
+        stored_offset,
+        Vec::new(),
+        redactor,
+    )?;
     Ok(())
 }
 
@@ -313,22 +356,33 @@ impl Parser {
 
 /// Writes a batch of items and the new offset in one transaction: a crash leaves either
 /// both or neither, so nothing is imported twice or lost.
+/// Returns how many entries were added, or `None` when the store's offset for the file is
+/// no longer `stored_offset` (another server sharing the store took the lines).
 fn commit(
     store: &Store,
     source: &str,
     path: &str,
-    mark: &mut SourceMark,
+    mark: &SourceMark,
+    stored_offset: u64,
     items: Vec<Item>,
-) -> Result<usize, StoreError> {
+    redactor: &crate::Redactor,
+) -> Result<Option<usize>, StoreError> {
     let mut added = 0;
+    let mut taken = false;
     store.write(|tx| {
+        let stored = store::source_mark(tx, path)?.map_or(0, |m| m.offset);
+        if stored != stored_offset {
+            taken = true;
+            return Ok(());
+        }
         let id = mark.session_id.clone();
         let first_ts = items.iter().find_map(|i| match i {
             Item::Entry { entry, .. } => Some(entry.ts_ms),
             Item::Meta { ts_ms, .. } => *ts_ms,
             Item::Title(_) => None,
         });
-        store::upsert_session(
+        if !items.is_empty() {
+            store::upsert_session(
             tx,
             &SessionInfo {
                 id: id.clone(),
@@ -336,10 +390,11 @@ fn commit(
                 title: None,
                 cwd: None,
                 grouping: None,
-                started_ms: first_ts.unwrap_or(i64::MAX),
+                started_ms: first_ts.unwrap_or(0),
                 updated_ms: first_ts.unwrap_or(0),
             },
         )?;
+        }
         for item in items {
             match item {
                 Item::Meta { cwd, ts_ms, .. } => {
@@ -356,8 +411,9 @@ fn commit(
                         )?;
                     }
                 }
-                Item::Title(t) => store::set_title(tx, &id, &t)?,
+                Item::Title(t) => store::set_title(tx, &id, &redactor.apply(&t))?,
                 Item::Entry { mut entry, append } => {
+                    entry.text = redactor.apply(&crate::record::capped(&entry.text));
                     if append
                         && let Some(key) = &entry.msg_key
                         && let Some(before) = store::latest_text(tx, &id, key)?
@@ -373,7 +429,7 @@ fn commit(
         store::set_source_mark(tx, path, source, mark)?;
         Ok(())
     })?;
-    Ok(added)
+    Ok((!taken).then_some(added))
 }
 
 /// `2026-12-01T09:00:00.120Z` (or with an offset) as ms since the epoch.

@@ -19,13 +19,21 @@ const BUDGETS: Budgets = Budgets {
     newest: limits::session::NEWEST,
 };
 
-/// Whether an imported session's directory is inside an approved root.
+/// Whether an imported session's directory is inside an approved root: absolute, without
+/// `..`, inside a root as written, and (when it still exists) once links are resolved too.
 fn inside_roots(roots: &Roots, cwd: &str) -> bool {
     let path = Path::new(cwd);
+    if !path.is_absolute()
+        || path
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return false;
+    }
+    let as_written = roots.all().iter().any(|r| path.starts_with(r));
     match std::fs::canonicalize(path) {
-        Ok(canonical) => roots.contains(&canonical),
-        // A directory that no longer exists: compared as written.
-        Err(_) => path.is_absolute() && roots.all().iter().any(|r| path.starts_with(r)),
+        Ok(canonical) => as_written && roots.contains(&canonical),
+        Err(_) => as_written,
     }
 }
 

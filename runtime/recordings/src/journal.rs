@@ -1,0 +1,298 @@
+//! The journal: how a call is recorded durably at the cost of one `write`. The answering
+//! thread appends the call as one JSON line to `sessions.journal` (private, beside the store)
+//! before its reply leaves; a writer thread moves lines into the store in batches, committing
+//! each batch together with how far the journal has been read. A server killed at any moment
+//! loses no call it answered: the next open replays what the store had not taken yet (a torn
+//! last line, whose call was never answered, is dropped). Redaction happens as lines enter
+//! the store; the journal holds a call only until then, and is emptied once all is taken.
+
+use std::io::{Read as _, Seek as _, Write as _};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::{Call, Grouping, record_in};
+use crate::{Redactor, Store, StoreError};
+
+/// The journal is emptied once everything in it is in the store and it is at least this big.
+const EMPTY_AT: u64 = 1 << 20;
+/// Most bytes the writer takes into one transaction.
+const BATCH: usize = 4 << 20;
+
+/// One call as a journal line.
+#[derive(Debug, Serialize, Deserialize)]
+struct Line {
+    ts: i64,
+    connector: String,
+    tool: String,
+    args: String,
+    result: String,
+    decision: String,
+    error: Option<String>,
+    failed: bool,
+    /// `label`, `conn` or `gap`, and the label or connection.
+    group: (String, String),
+    labels: Vec<String>,
+    hidden: bool,
+}
+
+impl Line {
+    fn of(call: &Call<'_>) -> Line {
+        let group = match &call.grouping {
+            Grouping::ClientLabel(l) => ("label".into(), l.clone()),
+            Grouping::Connection(c) => ("conn".into(), c.clone()),
+            Grouping::TimeGap => ("gap".into(), String::new()),
+        };
+        Line {
+            ts: call.ts_ms,
+            connector: call.connector.into(),
+            tool: call.tool.into(),
+            args: call.arguments.into(),
+            result: call.result.into(),
+            decision: call.decision.into(),
+            error: call.error.map(str::to_string),
+            failed: call.failed,
+            group,
+            labels: call.labels.clone(),
+            hidden: call.hidden,
+        }
+    }
+
+    fn call(&self) -> Call<'_> {
+        Call {
+            ts_ms: self.ts,
+            connector: &self.connector,
+            tool: &self.tool,
+            arguments: &self.args,
+            result: &self.result,
+            decision: &self.decision,
+            error: self.error.as_deref(),
+            failed: self.failed,
+            grouping: match self.group.0.as_str() {
+                "label" => Grouping::ClientLabel(self.group.1.clone()),
+                "conn" => Grouping::Connection(self.group.1.clone()),
+                _ => Grouping::TimeGap,
+            },
+            labels: self.labels.clone(),
+            hidden: self.hidden,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Progress {
+    /// Calls the writer has committed since open.
+    committed: u64,
+    /// Why the writer stopped, if it did.
+    failed: Option<String>,
+}
+
+/// Appends calls and has them moved into the store.
+#[derive(Debug)]
+pub struct Journal {
+    file: Arc<Mutex<std::fs::File>>,
+    appended: AtomicU64,
+    progress: Arc<(Mutex<Progress>, Condvar)>,
+    wake: Mutex<std::sync::mpsc::Sender<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
+    move |e| StoreError::Open(path.to_path_buf(), e.to_string())
+}
+
+impl Journal {
+    /// Opens the journal beside `store` (`<store>.journal`), moves into the store whatever a
+    /// previous run left in it, and starts the writer.
+    pub fn open(store: Arc<Store>, redactor: Redactor) -> Result<Journal, StoreError> {
+        let path = store.path().with_extension("journal");
+        let err = io_error(&path);
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true).append(true).create(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(&path).map_err(&err)?;
+        let mut reader = std::fs::File::open(&path).map_err(&err)?;
+        // What a previous run left: replayed now, before any new call.
+        let mut offset = store.read(crate::store::journal_offset)?;
+        let len = file.metadata().map_err(&err)?.len();
+        if offset > len {
+            // Emptied after everything was taken, before the store heard of it.
+            offset = 0;
+        }
+        let (_, end) = take(&store, &redactor, &mut reader, offset, usize::MAX)?;
+        if end < len {
+            // A torn last line: its call was never answered.
+            file.set_len(end).map_err(&err)?;
+        }
+        let file = Arc::new(Mutex::new(file));
+        let progress = Arc::new((Mutex::new(Progress::default()), Condvar::new()));
+        let (wake, woken) = std::sync::mpsc::channel::<()>();
+        let writer = Writer {
+            store,
+            redactor,
+            reader,
+            file: file.clone(),
+            offset: end,
+            progress: progress.clone(),
+        };
+        std::thread::Builder::new()
+            .name("gantry-journal".into())
+            .spawn(move || writer.run(&woken))
+            .map_err(&err)?;
+        Ok(Journal {
+            file,
+            appended: AtomicU64::new(0),
+            progress,
+            wake: Mutex::new(wake),
+        })
+    }
+
+    /// Appends `call`: once this returns, the call survives the process being killed.
+    pub fn append(&self, call: &Call<'_>) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(&Line::of(call)).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        {
+            let mut file = lock(&self.file);
+            // One write: O_APPEND puts it whole at the end, whatever another thread does.
+            file.write_all(&line)?;
+        }
+        self.appended.fetch_add(1, Ordering::SeqCst);
+        let _ = lock(&self.wake).send(());
+        Ok(())
+    }
+
+    /// Waits (at most `timeout`) until every call appended so far is in the store. Returns
+    /// whether it is.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let target = self.appended.load(Ordering::SeqCst);
+        let until = Instant::now() + timeout;
+        let (m, cv) = &*self.progress;
+        let mut p = lock(m);
+        while p.committed < target && p.failed.is_none() {
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            p = match cv.wait_timeout(p, until - now) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        p.committed >= target
+    }
+}
+
+/// Moves complete lines from `offset` into the store (at most about `max` bytes), in one
+/// transaction with the new offset. Returns how many calls and the offset reached.
+fn take(
+    store: &Store,
+    redactor: &Redactor,
+    reader: &mut std::fs::File,
+    offset: u64,
+    max: usize,
+) -> Result<(u64, u64), StoreError> {
+    let path = store.path().with_extension("journal");
+    let err = io_error(&path);
+    reader
+        .seek(std::io::SeekFrom::Start(offset))
+        .map_err(&err)?;
+    let mut buf = Vec::new();
+    reader
+        .take(max.min(usize::MAX / 2) as u64)
+        .read_to_end(&mut buf)
+        .map_err(&err)?;
+    let Some(last) = buf.iter().rposition(|b| *b == b'\n') else {
+        return Ok((0, offset));
+    };
+    let end = offset + last as u64 + 1;
+    let mut calls = 0;
+    store.write(|tx| {
+        for raw in buf[..=last]
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+        {
+            // A line that does not parse cannot have come from `append`; it is skipped.
+            if let Ok(line) = serde_json::from_slice::<Line>(raw) {
+                record_in(tx, &line.call(), redactor)?;
+                calls += 1;
+            }
+        }
+        crate::store::set_journal_offset(tx, end)?;
+        Ok(())
+    })?;
+    Ok((calls, end))
+}
+
+struct Writer {
+    store: Arc<Store>,
+    redactor: Redactor,
+    reader: std::fs::File,
+    file: Arc<Mutex<std::fs::File>>,
+    offset: u64,
+    progress: Arc<(Mutex<Progress>, Condvar)>,
+}
+
+impl Writer {
+    fn run(mut self, woken: &std::sync::mpsc::Receiver<()>) {
+        // Ends when every Journal handle (the sender) is gone.
+        while woken.recv().is_ok() {
+            while woken.try_recv().is_ok() {}
+            loop {
+                match take(
+                    &self.store,
+                    &self.redactor,
+                    &mut self.reader,
+                    self.offset,
+                    BATCH,
+                ) {
+                    Ok((0, _)) => break,
+                    Ok((n, end)) => {
+                        self.offset = end;
+                        let (m, cv) = &*self.progress;
+                        lock(m).committed += n;
+                        cv.notify_all();
+                    }
+                    Err(e) => {
+                        tracing::warn!("recorded calls cannot be stored: {e}");
+                        let (m, cv) = &*self.progress;
+                        lock(m).failed = Some(e.to_string());
+                        cv.notify_all();
+                        return;
+                    }
+                }
+            }
+            self.empty_when_taken();
+        }
+    }
+
+    /// Empties the journal once everything in it is in the store: truncated first, then the
+    /// store told (a crash in between leaves an offset past the end, which open reads as 0).
+    fn empty_when_taken(&mut self) {
+        // Under the appenders' lock: no line can be added meanwhile.
+        let file = lock(&self.file);
+        let Ok(len) = file.metadata().map(|m| m.len()) else {
+            return;
+        };
+        if len < EMPTY_AT || len != self.offset || file.set_len(0).is_err() {
+            return;
+        }
+        drop(file);
+        self.offset = 0;
+        if let Err(e) = self
+            .store
+            .write(|tx| crate::store::set_journal_offset(tx, 0))
+        {
+            tracing::warn!("the journal's new start was not stored: {e}");
+        }
+    }
+}
