@@ -19,6 +19,8 @@ use crate::{Redactor, Store, StoreError};
 
 /// The journal is emptied once everything in it is in the store and it is at least this big.
 const EMPTY_AT: u64 = 1 << 20;
+/// How long the writer lets calls gather before it stores them.
+const GATHER: Duration = Duration::from_millis(20);
 /// Most bytes the writer takes into one transaction.
 const BATCH: usize = 4 << 20;
 
@@ -97,6 +99,7 @@ pub struct Journal {
     appended: AtomicU64,
     progress: Arc<(Mutex<Progress>, Condvar)>,
     wake: Mutex<std::sync::mpsc::Sender<()>>,
+    writer: std::thread::Thread,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -145,15 +148,18 @@ impl Journal {
             offset: end,
             progress: progress.clone(),
         };
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("gantry-journal".into())
             .spawn(move || writer.run(&woken))
-            .map_err(&err)?;
+            .map_err(&err)?
+            .thread()
+            .clone();
         Ok(Journal {
             file,
             appended: AtomicU64::new(0),
             progress,
             wake: Mutex::new(wake),
+            writer,
         })
     }
 
@@ -175,6 +181,7 @@ impl Journal {
     /// whether it is.
     pub fn flush(&self, timeout: Duration) -> bool {
         let target = self.appended.load(Ordering::SeqCst);
+        self.writer.unpark();
         let until = Instant::now() + timeout;
         let (m, cv) = &*self.progress;
         let mut p = lock(m);
@@ -246,6 +253,9 @@ impl Writer {
     fn run(mut self, woken: &std::sync::mpsc::Receiver<()>) {
         // Ends when every Journal handle (the sender) is gone.
         while woken.recv().is_ok() {
+            // Calls come in bursts: a short wait lets one transaction take many of them,
+            // which costs far less than one each; a lookup waiting on a flush cuts it short.
+            std::thread::park_timeout(GATHER);
             while woken.try_recv().is_ok() {}
             loop {
                 match take(

@@ -64,6 +64,7 @@ impl Home {
             &[
                 ("codex".into(), self.codex()),
                 ("claude".into(), self.claude()),
+                ("gemini".into(), self.root.join(".gemini/tmp")),
             ],
             &Redactor::new(&[], vec!["sk-fixture-secret-0123456789abcdef".into()]).unwrap(),
             Duration::from_secs(30),
@@ -280,5 +281,138 @@ fn secrets_in_transcripts_never_reach_the_index_or_a_snippet() {
     assert!(
         text.contains("use key [redacted] and token [redacted] please"),
         "{text}"
+    );
+}
+
+#[test]
+fn gemini_chats_take_the_last_version_of_a_message_and_keep_a_rewind_as_a_side_branch() {
+    let h = Home::new();
+    h.put(
+        Path::new(".gemini/tmp/app/chats/session-2026-12-01T09-00-abcd1234.jsonl"),
+        "gemini.jsonl",
+    );
+    std::fs::write(h.root.join(".gemini/tmp/app/.project_root"), "/work/app\n").unwrap();
+    let report = h.refresh();
+    assert_eq!((report.files, report.skipped), (1, 0), "{report:?}");
+    let text = h.read("gemini-session-2026-12-01T09-00-abcd1234");
+    assert!(
+        text.starts_with("Session gemini-session-2026-12-01T09-00-abcd1234 (gemini, /work/app, "),
+        "{text}"
+    );
+    assert!(text.contains("Z]\nWhich tests are flaky?\n"), "{text}");
+    // The message re-appended with its tool's result: one call, its result, no copy.
+    assert_eq!(text.matches("Let me look.").count(), 1, "{text}");
+    assert!(text.contains("T1 run_shell_command {\"command\":\"cargo test 2>&1 | tail\"} → test net::retry ... FAILED"), "{text}");
+    assert!(
+        text.contains("Z]\nnet::retry fails: it sleeps on a real clock.\n"),
+        "{text}"
+    );
+    // Rewound: the fake-clock attempt is a side branch, the timeout one the main line.
+    assert!(
+        text.contains(" (side branch)]\nfix it with a fake clock\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(" (side branch)]\nDone a first attempt.\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Z]\nfix it by raising the timeout\n"),
+        "{text}"
+    );
+    assert!(text.contains("Z]\nTimeout raised to 5 s.\n"), "{text}");
+    assert!(
+        text.contains("[context 2026-12-01 09:02:04Z] Checkpoint saved."),
+        "{text}"
+    );
+}
+
+fn opencode_db(path: &Path) -> rusqlite::Connection {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.execute_batch(
+        "CREATE TABLE session(id TEXT PRIMARY KEY, project_id TEXT, parent_id TEXT, slug TEXT, directory TEXT, title TEXT, version TEXT, time_created INTEGER, time_updated INTEGER, time_archived INTEGER);
+         CREATE TABLE message(id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER, data TEXT);
+         CREATE TABLE part(id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT, data TEXT);
+         INSERT INTO session VALUES ('ses_1', 'p', NULL, 'calm-fox', '/work/app', 'Speed up the build', '1.2', 1796115600000, 1796115601000, NULL);
+         INSERT INTO message VALUES ('msg_1', 'ses_1', 1796115600000, '{\"role\":\"user\"}');
+         INSERT INTO part VALUES ('prt_1', 'msg_1', 'ses_1', '{\"type\":\"text\",\"text\":\"why is the build slow?\"}');
+         INSERT INTO message VALUES ('msg_2', 'ses_1', 1796115601000, '{\"role\":\"assistant\",\"modelID\":\"m\"}');
+         INSERT INTO part VALUES ('prt_2', 'msg_2', 'ses_1', '{\"type\":\"tool\",\"tool\":\"bash\",\"callID\":\"call_9\",\"state\":{\"status\":\"completed\",\"input\":{\"command\":\"cargo build --timings\"},\"output\":\"Finished in 93 s\"}}');
+         INSERT INTO part VALUES ('prt_3', 'msg_2', 'ses_1', '{\"type\":\"text\",\"text\":\"Most time goes to\"}');",
+    )
+    .unwrap();
+    c
+}
+
+#[test]
+fn opencode_sessions_are_read_from_its_database_as_they_change_and_dropped_when_deleted() {
+    let h = Home::new();
+    let db = h.root.join(".local/share/opencode/opencode.db");
+    let c = opencode_db(&db);
+    let sources = [("opencode".to_string(), db.parent().unwrap().to_path_buf())];
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    let report = refresh(&h.store, &sources, &r, Duration::from_secs(30));
+    assert_eq!(report.entries, 4, "{report:?}");
+    let first = h
+        .store
+        .read_session("opencode-ses_1", None, None, &everyone, &r, BUDGETS)
+        .unwrap();
+    let text = &first.text;
+    assert!(
+        text.starts_with("Session opencode-ses_1 (opencode, /work/app, "),
+        "{text}"
+    );
+    assert!(text.contains("\nTitle: Speed up the build\n"), "{text}");
+    assert!(text.contains("Z]\nwhy is the build slow?\n"), "{text}");
+    assert!(
+        text.contains("T1 bash {\"command\":\"cargo build --timings\"} → Finished in 93 s"),
+        "{text}"
+    );
+    assert!(text.contains("Z]\nMost time goes to\n"), "{text}");
+    // Unchanged: nothing read again.
+    assert_eq!(
+        refresh(&h.store, &sources, &r, Duration::from_secs(30)).entries,
+        0
+    );
+
+    // The reply grows in place; the reader's update cursor gets the new end only.
+    c.execute_batch(
+        "UPDATE part SET data = '{\"type\":\"text\",\"text\":\"Most time goes to the proc-macro crates.\"}' WHERE id = 'prt_3';
+         UPDATE session SET time_updated = 1796115609000 WHERE id = 'ses_1';",
+    )
+    .unwrap();
+    assert_eq!(
+        refresh(&h.store, &sources, &r, Duration::from_secs(30)).entries,
+        1
+    );
+    let new = h
+        .store
+        .read_session(
+            "opencode-ses_1",
+            first.update_cursor.as_deref(),
+            None,
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    assert!(
+        new.text
+            .starts_with("[assistant 2026-12-01 09:00:01Z, continued]\n the proc-macro crates.\n"),
+        "{}",
+        new.text
+    );
+
+    c.execute_batch("DELETE FROM session WHERE id = 'ses_1';")
+        .unwrap();
+    assert_eq!(
+        refresh(&h.store, &sources, &r, Duration::from_secs(30)).dropped,
+        1
+    );
+    assert!(
+        h.store
+            .read_session("opencode-ses_1", None, None, &everyone, &r, BUDGETS)
+            .is_err()
     );
 }

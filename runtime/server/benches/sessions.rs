@@ -2,7 +2,9 @@
 //! client and the machine's real HOME.
 //!
 //! 1. Recording overhead: p50/p99 of a 1 KB `read` with `session_recording` on beside the same
-//!    server with it off, calls interleaved, same run.
+//!    server with it off, calls interleaved (which goes first alternates), same run, and each
+//!    server's whole CPU per call (the journal writer included). `SESSIONS_BENCH_MB=0` stops
+//!    after this part.
 //! 2. A store of 100,000 recorded calls plus SESSIONS_BENCH_MB (default 1024) MB of Codex
 //!    rollouts: import throughput (MB/s), then `session` search p50/p99 through MCP for a mix
 //!    of rare, common and multi-word queries, and newest-first listings.
@@ -32,6 +34,16 @@ async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) 
         .unwrap();
     assert_ne!(r.is_error, Some(true), "{:?}", r.content);
     support::text(&r)
+}
+
+/// User + system CPU of process `pid` so far, in clock ticks (100 a second here).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime: fields 14 and 15, counted here from the state (field 3) at 0.
+    f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
 }
 
 fn stats(mut t: Vec<Duration>) -> (f64, f64) {
@@ -165,10 +177,10 @@ fn main() {
         sb.write("one.txt", &kb[..1024]);
     }
     off.config("[permissions]\nsession_recording = false\n");
-    let (_, c_off) = rt.block_on(stdio_client(
+    let (pid_off, c_off) = rt.block_on(stdio_client(
         off.serve_as_user(Path::new(gantry()), &["--stdio"]),
     ));
-    let (_, c_on) = rt.block_on(stdio_client(
+    let (pid_on, c_on) = rt.block_on(stdio_client(
         on.serve_as_user(Path::new(gantry()), &["--stdio"]),
     ));
     let args = json!({ "paths": ["one.txt"] });
@@ -176,26 +188,45 @@ fn main() {
         rt.block_on(call(&c_off, "read", args.clone()));
         rt.block_on(call(&c_on, "read", args.clone()));
     }
+    const CALLS: usize = 5000;
     let (mut t_off, mut t_on) = (Vec::new(), Vec::new());
-    for _ in 0..3000 {
-        let t = Instant::now();
-        rt.block_on(call(&c_off, "read", args.clone()));
-        t_off.push(t.elapsed());
-        let t = Instant::now();
-        rt.block_on(call(&c_on, "read", args.clone()));
-        t_on.push(t.elapsed());
+    let (cpu_off, cpu_on) = (cpu_ticks(pid_off), cpu_ticks(pid_on));
+    for i in 0..CALLS {
+        // Which server goes first alternates, so neither always runs after the other.
+        for which in [i % 2, 1 - i % 2] {
+            let (client, times) = if which == 0 {
+                (&c_off, &mut t_off)
+            } else {
+                (&c_on, &mut t_on)
+            };
+            let t = Instant::now();
+            rt.block_on(call(client, "read", args.clone()));
+            times.push(t.elapsed());
+        }
     }
+    // All of each server's CPU over the run, the journal writer's batches included.
+    let tick_us = 1e6 / 100.0;
+    let per_call = |pid, before| (cpu_ticks(pid) - before) as f64 * tick_us / CALLS as f64;
+    let (cpu_off, cpu_on) = (per_call(pid_off, cpu_off), per_call(pid_on, cpu_on));
     let (off50, off99) = stats(t_off);
     let (on50, on99) = stats(t_on);
-    println!("\nread of 1 KB over stdio (MCP), real HOME, 3000 calls each, interleaved");
-    println!("session_recording off   p50 {off50:>7.3} ms  p99 {off99:>7.3} ms");
-    println!("session_recording on    p50 {on50:>7.3} ms  p99 {on99:>7.3} ms");
+    println!("\nread of 1 KB over stdio (MCP), real HOME, {CALLS} calls each, interleaved");
     println!(
-        "recording overhead: p50 {:+.1} % of the read ({:+.1} µs)\n",
+        "session_recording off   p50 {off50:>7.3} ms  p99 {off99:>7.3} ms  server CPU {cpu_off:>6.1} µs a call"
+    );
+    println!(
+        "session_recording on    p50 {on50:>7.3} ms  p99 {on99:>7.3} ms  server CPU {cpu_on:>6.1} µs a call"
+    );
+    println!(
+        "recording overhead: p50 {:+.1} % of the read ({:+.1} µs); server CPU {:+.1} µs a call\n",
         (on50 / off50 - 1.0) * 100.0,
-        (on50 - off50) * 1e3
+        (on50 - off50) * 1e3,
+        cpu_on - cpu_off
     );
     drop((c_off, c_on));
+    if std::env::var("SESSIONS_BENCH_MB").as_deref() == Ok("0") {
+        return;
+    }
 
     // 2. A large store: 100,000 recorded calls and the rollouts.
     let mb: usize = std::env::var("SESSIONS_BENCH_MB")

@@ -74,8 +74,8 @@ struct SessionSection {
     /// Show imported sessions whatever their working directory (default: only those inside
     /// an approved root).
     all_directories: Option<bool>,
-    /// Agents' transcript directories: `codex`, `claude`; `false` turns one off, a path
-    /// replaces its default location.
+    /// Agents' transcript locations: `codex`, `claude`, `gemini`, `opencode`; `false` turns
+    /// one off, a path replaces its default location.
     #[serde(default)]
     sources: BTreeMap<String, SourceSetting>,
 }
@@ -412,7 +412,14 @@ impl Settings {
         }) {
             errors.push(ConfigError::Setting {
                 what: format!("{shown}: [session.sources] {unknown}"),
-                reason: "not a known source (codex, claude)".into(),
+                reason: format!(
+                    "not a known source ({})",
+                    recordings::import::default_sources()
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             });
         }
         let exec_confine = match exec

@@ -6,6 +6,8 @@
 
 mod claude;
 mod codex;
+mod gemini;
+mod opencode;
 
 use std::io::{Read as _, Seek as _};
 use std::path::{Path, PathBuf};
@@ -28,7 +30,21 @@ pub fn default_sources() -> Vec<(&'static str, Option<PathBuf>)> {
         .map(PathBuf::from)
         .or_else(|| home.as_ref().map(|h| h.join(".claude")))
         .map(|d| d.join("projects"));
-    vec![("codex", codex), ("claude", claude)]
+    let gemini = home.as_ref().map(|h| h.join(".gemini/tmp"));
+    let opencode = std::env::var_os("OPENCODE_DB")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_DATA_HOME")
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(".local/share")))
+                .map(|d| d.join("opencode"))
+        });
+    vec![
+        ("codex", codex),
+        ("claude", claude),
+        ("gemini", gemini),
+        ("opencode", opencode),
+    ]
 }
 
 /// What one parsed line gives.
@@ -41,6 +57,9 @@ pub(crate) enum Item {
     },
     /// A title (the last one wins).
     Title(String),
+    /// The conversation went back to before the message with this key: it and everything
+    /// after it leave the main line (kept as a side branch).
+    Rewind(String),
     /// An entry; with `append`, its text continues the latest entry under its `msg_key`.
     Entry { entry: NewEntry, append: bool },
 }
@@ -81,6 +100,13 @@ pub fn refresh(
         let files = match name.as_str() {
             "codex" => codex::files(dir),
             "claude" => claude::files(dir),
+            "gemini" => gemini::files(dir),
+            "opencode" => {
+                if let Err(e) = opencode::refresh(store, dir, redactor, &mut report) {
+                    tracing_warn(&format!("opencode: {e}"));
+                }
+                continue;
+            }
             _ => continue,
         };
         if let Err(e) = drop_vanished(store, name, &mut report) {
@@ -227,6 +253,7 @@ fn import_file(
     let mut stored_offset = mark.offset;
     let mut state = match source {
         "codex" => Parser::Codex(codex::State),
+        "gemini" => Parser::Gemini(gemini::State::for_file(path)),
         _ => Parser::Claude(claude::State::default()),
     };
     file.seek(std::io::SeekFrom::Start(mark.offset))
@@ -343,6 +370,7 @@ fn default_session_id(source: &str, path: &Path) -> String {
 enum Parser {
     Codex(codex::State),
     Claude(claude::State),
+    Gemini(gemini::State),
 }
 
 impl Parser {
@@ -350,6 +378,7 @@ impl Parser {
         match self {
             Parser::Codex(s) => s.line(v, out),
             Parser::Claude(s) => s.line(v, out),
+            Parser::Gemini(s) => s.line(v, out),
         }
     }
 }
@@ -358,7 +387,7 @@ impl Parser {
 /// both or neither, so nothing is imported twice or lost.
 /// Returns how many entries were added, or `None` when the store's offset for the file is
 /// no longer `stored_offset` (another server sharing the store took the lines).
-fn commit(
+pub(super) fn commit(
     store: &Store,
     source: &str,
     path: &str,
@@ -379,7 +408,7 @@ fn commit(
         let first_ts = items.iter().find_map(|i| match i {
             Item::Entry { entry, .. } => Some(entry.ts_ms),
             Item::Meta { ts_ms, .. } => *ts_ms,
-            Item::Title(_) => None,
+            Item::Title(_) | Item::Rewind(_) => None,
         });
         if !items.is_empty() {
             store::upsert_session(
@@ -412,6 +441,13 @@ fn commit(
                     }
                 }
                 Item::Title(t) => store::set_title(tx, &id, &redactor.apply(&t))?,
+                Item::Rewind(key) => {
+                    tx.execute(
+                        "UPDATE entry SET side = 1 WHERE session_id = ?1 AND id >= (
+                           SELECT MIN(id) FROM entry WHERE session_id = ?1 AND msg_key = ?2)",
+                        rusqlite::params![id, key],
+                    )?;
+                }
                 Item::Entry { mut entry, append } => {
                     entry.text = redactor.apply(&crate::record::capped(&entry.text));
                     if append
