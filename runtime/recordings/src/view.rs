@@ -328,6 +328,41 @@ fn first_user_line(conn: &Connection, session_id: &str) -> Result<Option<String>
     })
 }
 
+/// Sessions whose title holds every word of `query` (case-insensitive), newest first, at
+/// most [`TITLE_HITS`].
+fn titled(
+    conn: &Connection,
+    query: &str,
+    source: Option<&str>,
+) -> Result<Vec<SessionInfo>, ViewError> {
+    let words: Vec<String> = query
+        .split_whitespace()
+        .take(8)
+        .map(str::to_lowercase)
+        .collect();
+    if words.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sql = String::from(
+        "SELECT id, source, title, cwd, grouping, started_ms, updated_ms FROM session
+         WHERE title IS NOT NULL AND (?1 IS NULL OR source = ?1)",
+    );
+    for i in 0..words.len() {
+        sql.push_str(&format!(" AND instr(lower(title), ?{}) > 0", i + 2));
+    }
+    sql.push_str(&format!(" ORDER BY updated_ms DESC LIMIT {TITLE_HITS}"));
+    let mut st = conn.prepare(&sql)?;
+    let mut values: Vec<&dyn rusqlite::ToSql> = vec![&source];
+    for w in &words {
+        values.push(w);
+    }
+    let rows = st.query_map(values.as_slice(), store::session_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Most sessions a search lists for their title.
+const TITLE_HITS: usize = 5;
+
 fn hits(
     conn: &Connection,
     query: &str,
@@ -391,6 +426,23 @@ fn hits(
         let mut consumed = skip;
         let mut shown = 0usize;
         let mut more = false;
+        // Sessions whose title holds every word come first, on the first page.
+        if req.cursor.is_none() && !any {
+            for info in titled(conn, query, req.source)? {
+                if !visible(&info) {
+                    continue;
+                }
+                let title = redactor.apply(info.title.as_deref().unwrap_or(""));
+                filler.text.push_str(&format!(
+                    "{} · {} · {} · title\n  {}\n",
+                    info.id,
+                    info.source,
+                    utc(info.updated_ms),
+                    headline(&title, SNIPPET_CHARS)
+                ));
+                shown += 1;
+            }
+        }
         for (id, _) in ranked.iter().skip(skip) {
             let mut rows = one.query(params![fts, id])?;
             let Some(r) = rows.next()? else {

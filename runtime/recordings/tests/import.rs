@@ -169,6 +169,27 @@ fn claude_code_merges_blocks_and_marks_rewinds_and_sidechains_as_side_branches()
         "{text}"
     );
     assert!(text.contains("\nTitle: Fixing the build\n"), "{text}");
+    // The title is found by its words.
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    let hits = h
+        .store
+        .search(
+            Search {
+                query: Some("fixing build"),
+                source: None,
+                cursor: None,
+            },
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    assert!(
+        hits.text
+            .contains("claude-5b0c · claude · 2026-12-01 10:03:05Z · title\n  Fixing the build\n"),
+        "{}",
+        hits.text
+    );
     // Two text lines of one response are one message.
     assert!(
         text.contains(" (side branch)]\nLet me\n\ncheck the build.\n"),
