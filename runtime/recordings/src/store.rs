@@ -442,6 +442,17 @@ pub fn set_journal_offset(tx: &Connection, offset: u64) -> Result<(), StoreError
     Ok(())
 }
 
+/// Whether the tool call `call_id` of the session is hidden (its result is hidden too).
+pub fn call_hidden(conn: &Connection, session_id: &str, call_id: &str) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT hidden FROM entry WHERE session_id = ?1 AND call_id = ?2 AND kind = 'tool' LIMIT 1",
+        )?
+        .query_row(params![session_id, call_id], |r| r.get(0))
+        .optional()?
+        .unwrap_or(false))
+}
+
 /// Deletes a session and its entries (a transcript that vanished or was rewritten).
 pub fn delete_session(tx: &Connection, id: &str) -> Result<(), StoreError> {
     tx.execute("DELETE FROM entry WHERE session_id = ?1", params![id])?;

@@ -437,3 +437,76 @@ fn opencode_sessions_are_read_from_its_database_as_they_change_and_dropped_when_
             .is_err()
     );
 }
+
+#[test]
+fn an_archived_rollout_keeps_its_session_and_a_lookup_through_gantry_is_not_shown_again() {
+    let h = Home::new();
+    let rel = "2026/04/20/rollout-2026-04-20T10-00-00-0196aaaa-0000-7000-8000-000000000001.jsonl";
+    let path = h.put(&Path::new(".codex/sessions").join(rel), "codex-old.jsonl");
+    h.refresh();
+    let id = "codex-0196aaaa-0000-7000-8000-000000000001";
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    let before = h
+        .store
+        .read_session(id, None, None, &everyone, &r, BUDGETS)
+        .unwrap();
+    // Codex archives by renaming the file into archived_sessions.
+    let archived = h
+        .root
+        .join(".codex/archived_sessions")
+        .join(path.file_name().unwrap());
+    std::fs::create_dir_all(archived.parent().unwrap()).unwrap();
+    std::fs::rename(&path, &archived).unwrap();
+    let report = h.refresh();
+    assert_eq!(
+        (report.dropped, report.entries, report.bytes),
+        (0, 0, 0),
+        "{report:?}"
+    );
+    let after = h
+        .store
+        .read_session(
+            id,
+            before.update_cursor.as_deref(),
+            None,
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    assert!(after.text.starts_with("Nothing new"), "{}", after.text);
+
+    // A Claude session that looked up gantry's recordings: the lookup is not shown again.
+    let claude = h.root.join(".claude/projects/-work-app/look.jsonl");
+    std::fs::create_dir_all(claude.parent().unwrap()).unwrap();
+    std::fs::write(
+        &claude,
+        concat!(
+            r#"{"parentUuid":null,"cwd":"/work/app","sessionId":"look","type":"user","message":{"role":"user","content":"what did chatgpt do?"},"uuid":"l1","timestamp":"2026-12-01T10:00:00.000Z"}"#, "\n",
+            r#"{"parentUuid":"l1","cwd":"/work/app","sessionId":"look","type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"mcp__gantry__session","input":{"action":"search"}}]},"uuid":"l2","timestamp":"2026-12-01T10:00:01.000Z"}"#, "\n",
+            r#"{"parentUuid":"l2","cwd":"/work/app","sessionId":"look","type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"Newest sessions: wombat-recursion-marker"}]},"uuid":"l3","timestamp":"2026-12-01T10:00:02.000Z"}"#, "\n",
+        ),
+    )
+    .unwrap();
+    h.refresh();
+    let text = h.read("claude-look");
+    assert!(text.contains("what did chatgpt do?"), "{text}");
+    assert!(
+        !text.contains("mcp__gantry__session") && !text.contains("wombat"),
+        "{text}"
+    );
+    let hits = h
+        .store
+        .search(
+            Search {
+                query: Some("wombat"),
+                source: None,
+                cursor: None,
+            },
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    assert!(hits.text.starts_with("No hits"), "{}", hits.text);
+}

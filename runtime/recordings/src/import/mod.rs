@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::StoreError;
-use crate::store::{self, NewEntry, SessionInfo, SourceMark, Store};
+use crate::store::{self, Kind, NewEntry, SessionInfo, SourceMark, Store};
 
 /// The sources gantry knows, with their default directories (from the environment the
 /// agents themselves read, else the home directory).
@@ -109,7 +109,7 @@ pub fn refresh(
             }
             _ => continue,
         };
-        if let Err(e) = drop_vanished(store, name, &mut report) {
+        if let Err(e) = drop_vanished(store, name, &files, &mut report) {
             tracing_warn(&format!("{name}: {e}"));
         }
         for file in files {
@@ -139,9 +139,17 @@ fn head_span(head: &str) -> u64 {
 }
 
 /// Drops the sessions of files of `source` that are gone: a path is gone when the file
-/// system says so, never because a directory could not be listed.
-fn drop_vanished(store: &Store, source: &str, report: &mut Report) -> Result<(), StoreError> {
+/// system says so, never because a directory could not be listed. A file that was moved
+/// (Codex archives a rollout by renaming it; `present` holds it under its new path, same
+/// device and inode) keeps its session: only the path it is read from changes.
+fn drop_vanished(
+    store: &Store,
+    source: &str,
+    present: &[PathBuf],
+    report: &mut Report,
+) -> Result<(), StoreError> {
     let known = store.read(|c| store::source_paths(c, source))?;
+    let mut moved_to: Option<std::collections::HashMap<(u64, u64), String>> = None;
     for path in known {
         let gone = matches!(
             std::fs::symlink_metadata(&path),
@@ -150,8 +158,25 @@ fn drop_vanished(store: &Store, source: &str, report: &mut Report) -> Result<(),
         if !gone {
             continue;
         }
+        let by_inode = moved_to.get_or_insert_with(|| {
+            present
+                .iter()
+                .filter_map(|p| {
+                    let m = std::fs::metadata(p).ok()?;
+                    Some((identity(&m), p.to_string_lossy().into_owned()))
+                })
+                .filter(|((dev, ino), _)| *dev != 0 || *ino != 0)
+                .collect()
+        });
         store.write(|tx| {
             if let Some(mark) = store::source_mark(tx, &path)? {
+                if let Some(new_path) = by_inode.get(&(mark.dev, mark.ino))
+                    && store::source_mark(tx, new_path)?.is_none()
+                {
+                    store::forget_source(tx, &path)?;
+                    store::set_source_mark(tx, new_path, source, &mark)?;
+                    return Ok(());
+                }
                 store::forget_source(tx, &path)?;
                 let others: i64 = tx.query_row(
                     "SELECT COUNT(*) FROM source WHERE session_id = ?1",
@@ -450,6 +475,16 @@ pub(super) fn commit(
                 }
                 Item::Entry { mut entry, append } => {
                     entry.text = redactor.apply(&crate::record::capped(&entry.text));
+                    // An agent that called gantry's `session` got recorded text back: kept
+                    // for the record, never shown again (no copies of copies).
+                    entry.hidden = match entry.kind {
+                        Kind::Tool => entry.name.as_deref().is_some_and(is_session_lookup),
+                        Kind::Result => match &entry.call_id {
+                            Some(c) => store::call_hidden(tx, &id, c)?,
+                            None => false,
+                        },
+                        _ => false,
+                    };
                     if append
                         && let Some(key) = &entry.msg_key
                         && let Some(before) = store::latest_text(tx, &id, key)?
@@ -466,6 +501,12 @@ pub(super) fn commit(
         Ok(())
     })?;
     Ok((!taken).then_some(added))
+}
+
+/// Whether an agent's tool name is gantry's `session` tool (`session`, or as MCP hosts name
+/// a server's tool: `mcp__gantry__session`, `gantry__session`).
+fn is_session_lookup(name: &str) -> bool {
+    name == "session" || name.ends_with("__session")
 }
 
 /// `2026-12-01T09:00:00.120Z` (or with an offset) as ms since the epoch.

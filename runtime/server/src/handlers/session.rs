@@ -57,8 +57,11 @@ pub(super) fn run(
     let (store, redactor) = recorder.store()?;
     recorder.refresh_for_lookup();
     let all = recorder.all_directories;
+    // Each session listed or searched must also pass the policies a read of it would: a rule
+    // that forbids a session hides it from search too (asked, not recorded as a target).
     let visible = |s: &SessionInfo| {
-        s.source == "gantry" || all || s.cwd.as_deref().is_some_and(|c| inside_roots(roots, c))
+        (s.source == "gantry" || all || s.cwd.as_deref().is_some_and(|c| inside_roots(roots, c)))
+            && cx.permits(actions::SESSION, &Session { id: s.id.clone() })
     };
     let page = match args.action {
         SessionArgsAction::Search => store
