@@ -232,6 +232,12 @@ async fn every_acknowledged_call_survives_the_server_being_killed() {
     for round in 0..5 {
         let mut server = sb.http(&[]).await;
         let client = server.client("core").await;
+        if round == 0 {
+            // A connector token made at this first start, read back through a call: it must
+            // not reach the recordings.
+            sb.write("token.txt", &server.token("core"));
+            call(&client, "read", json!({ "paths": ["token.txt"] })).await;
+        }
         // Calls keep going while the server is killed mid-stream.
         let killer = {
             let pid = server.child.id().unwrap() as i32;
@@ -268,6 +274,16 @@ async fn every_acknowledged_call_survives_the_server_being_killed() {
             Ok(rows.collect::<Result<_, _>>()?)
         })
         .unwrap();
+    let token = std::fs::read_to_string(sb.root().join("token.txt")).unwrap();
+    let results: Vec<String> = store
+        .read(|c| {
+            let mut st = c.prepare("SELECT text FROM entry WHERE kind = 'result'")?;
+            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .unwrap();
+    assert!(results.iter().any(|t| t.contains("[redacted]")));
+    assert!(!results.iter().any(|t| t.contains(token.trim())));
     let lost: Vec<&String> = acknowledged
         .iter()
         .filter(|m| !recorded.iter().any(|t| t.contains(&format!("\"{m}\""))))

@@ -1,13 +1,16 @@
 //! The journal: how a call is recorded durably at the cost of one `write`. The answering
-//! thread appends the call as one JSON line to `sessions.journal` (private, beside the store)
+//! thread appends the call as one JSON line to this server's own journal file
+//! (`sessions-<pid>-<n>.journal`, private, beside the store, locked for the server's life)
 //! before its reply leaves; a writer thread moves lines into the store in batches, committing
-//! each batch together with how far the journal has been read. A server killed at any moment
-//! loses no call it answered: the next open replays what the store had not taken yet (a torn
-//! last line, whose call was never answered, is dropped). Redaction happens as lines enter
-//! the store; the journal holds a call only until then, and is emptied once all is taken.
+//! each batch together with how far the file has been read, and empties the file whenever all
+//! of it is taken (so unredacted text stays there for a batch's time, about 20 ms). A server
+//! killed at any moment loses no call it answered: the next server to open the store finds the
+//! file unlocked and moves what is left into the store, then removes it (a torn last line,
+//! whose call was never answered, is dropped). Servers sharing a store each have their own
+//! file, so none stores another's calls twice.
 
 use std::io::{Read as _, Seek as _, Write as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -17,8 +20,6 @@ use serde::{Deserialize, Serialize};
 use crate::record::{Call, Grouping, record_in};
 use crate::{Redactor, Store, StoreError};
 
-/// The journal is emptied once everything in it is in the store and it is at least this big.
-const EMPTY_AT: u64 = 1 << 20;
 /// How long the writer lets calls gather before it stores them.
 const GATHER: Duration = Duration::from_millis(20);
 /// Most bytes the writer takes into one transaction.
@@ -114,29 +115,24 @@ fn io_error(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
 }
 
 impl Journal {
-    /// Opens the journal beside `store` (`<store>.journal`), moves into the store whatever a
-    /// previous run left in it, and starts the writer.
+    /// Opens this server's journal beside `store`, moves into the store whatever servers
+    /// that stopped left in theirs, and starts the writer.
     pub fn open(store: Arc<Store>, redactor: Redactor) -> Result<Journal, StoreError> {
-        let path = store.path().with_extension("journal");
+        let dir = store
+            .path()
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        replay_orphans(&store, &redactor, &dir)?;
+        let path = dir.join(format!(
+            "{JOURNAL_PREFIX}{}-{}{JOURNAL_SUFFIX}",
+            std::process::id(),
+            unique()
+        ));
         let err = io_error(&path);
-        let mut options = std::fs::OpenOptions::new();
-        options.read(true).append(true).create(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let file = options.open(&path).map_err(&err)?;
-        let mut reader = std::fs::File::open(&path).map_err(&err)?;
-        // What a previous run left: replayed now, before any new call.
-        let mut offset = store.read(crate::store::journal_offset)?;
-        let len = file.metadata().map_err(&err)?.len();
-        if offset > len {
-            // Emptied after everything was taken, before the store heard of it.
-            offset = 0;
-        }
-        let (_, end) = take(&store, &redactor, &mut reader, offset, usize::MAX)?;
-        if end < len {
-            // A torn last line: its call was never answered.
-            file.set_len(end).map_err(&err)?;
-        }
+        let file = private_file(&path).map_err(&err)?;
+        // Held until the process ends: an unlocked journal belongs to nobody alive.
+        file.lock().map_err(&err)?;
+        let reader = std::fs::File::open(&path).map_err(&err)?;
         let file = Arc::new(Mutex::new(file));
         let progress = Arc::new((Mutex::new(Progress::default()), Condvar::new()));
         let (wake, woken) = std::sync::mpsc::channel::<()>();
@@ -144,8 +140,9 @@ impl Journal {
             store,
             redactor,
             reader,
+            key: offset_key(&path),
             file: file.clone(),
-            offset: end,
+            offset: 0,
             progress: progress.clone(),
         };
         let writer = std::thread::Builder::new()
@@ -199,16 +196,87 @@ impl Journal {
     }
 }
 
+const JOURNAL_PREFIX: &str = "sessions-";
+const JOURNAL_SUFFIX: &str = ".journal";
+
+/// A number no other journal of this process has (several stores may be open in one
+/// process: tests do).
+fn unique() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    (u64::from(nanos) << 16) | (NEXT.fetch_add(1, Ordering::Relaxed) & 0xffff)
+}
+
+/// The store's key for how far a journal file has been taken.
+fn offset_key(path: &Path) -> String {
+    format!(
+        "journal:{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    )
+}
+
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).append(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
+}
+
+/// Moves into the store what journals of servers that stopped still hold, and removes them.
+/// A journal locked by a live server is its own business.
+fn replay_orphans(store: &Store, redactor: &Redactor, dir: &Path) -> Result<(), StoreError> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(JOURNAL_PREFIX) && name.ends_with(JOURNAL_SUFFIX)) {
+            continue;
+        }
+        let path = e.path();
+        let err = io_error(&path);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(&err)?;
+        if file.try_lock().is_err() {
+            continue;
+        }
+        let key = offset_key(&path);
+        let len = file.metadata().map_err(&err)?.len();
+        let mut offset = store.read(|c| crate::store::journal_offset(c, &key))?;
+        if offset > len {
+            // Emptied after everything was taken, before the store heard of it.
+            offset = 0;
+        }
+        let mut reader = std::fs::File::open(&path).map_err(&err)?;
+        // A torn last line is left behind: its call was never answered.
+        take(store, redactor, &mut reader, &key, offset, usize::MAX)?;
+        // Removed first: a crash before the key goes leaves a key nobody reads.
+        std::fs::remove_file(&path).map_err(&err)?;
+        store.write(|tx| crate::store::forget_journal(tx, &key))?;
+    }
+    Ok(())
+}
+
 /// Moves complete lines from `offset` into the store (at most about `max` bytes), in one
 /// transaction with the new offset. Returns how many calls and the offset reached.
 fn take(
     store: &Store,
     redactor: &Redactor,
     reader: &mut std::fs::File,
+    key: &str,
     offset: u64,
     max: usize,
 ) -> Result<(u64, u64), StoreError> {
-    let path = store.path().with_extension("journal");
+    let path = PathBuf::from(key);
     let err = io_error(&path);
     reader
         .seek(std::io::SeekFrom::Start(offset))
@@ -234,7 +302,7 @@ fn take(
                 calls += 1;
             }
         }
-        crate::store::set_journal_offset(tx, end)?;
+        crate::store::set_journal_offset(tx, key, end)?;
         Ok(())
     })?;
     Ok((calls, end))
@@ -244,6 +312,8 @@ struct Writer {
     store: Arc<Store>,
     redactor: Redactor,
     reader: std::fs::File,
+    /// The store's key for this journal's offset.
+    key: String,
     file: Arc<Mutex<std::fs::File>>,
     offset: u64,
     progress: Arc<(Mutex<Progress>, Condvar)>,
@@ -262,6 +332,7 @@ impl Writer {
                     &self.store,
                     &self.redactor,
                     &mut self.reader,
+                    &self.key,
                     self.offset,
                     BATCH,
                 ) {
@@ -285,24 +356,25 @@ impl Writer {
         }
     }
 
-    /// Empties the journal once everything in it is in the store: truncated first, then the
-    /// store told (a crash in between leaves an offset past the end, which open reads as 0).
+    /// Empties the journal whenever everything in it is in the store (so unredacted text
+    /// does not stay on disk): under the appenders' lock, truncated, then the store told; a
+    /// crash in between leaves an offset past the end, which is read as 0.
     fn empty_when_taken(&mut self) {
-        // Under the appenders' lock: no line can be added meanwhile.
         let file = lock(&self.file);
         let Ok(len) = file.metadata().map(|m| m.len()) else {
             return;
         };
-        if len < EMPTY_AT || len != self.offset || file.set_len(0).is_err() {
+        if len == 0 || len != self.offset || file.set_len(0).is_err() {
             return;
         }
-        drop(file);
         self.offset = 0;
+        // Still under the lock: no line lands before the store knows the file starts over.
         if let Err(e) = self
             .store
-            .write(|tx| crate::store::set_journal_offset(tx, 0))
+            .write(|tx| crate::store::set_journal_offset(tx, &self.key, 0))
         {
             tracing::warn!("the journal's new start was not stored: {e}");
         }
+        drop(file);
     }
 }

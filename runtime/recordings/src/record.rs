@@ -127,7 +127,7 @@ pub(crate) fn record_in(
     let mut tool = NewEntry::new(
         call.ts_ms,
         Kind::Tool,
-        redactor.apply(&capped(call.arguments)),
+        capped(&redactor.apply(call.arguments)),
     );
     tool.name = Some(call.tool.to_string());
     tool.call_id = Some(call_id.clone());
@@ -144,7 +144,7 @@ pub(crate) fn record_in(
     let mut result = NewEntry::new(
         call.ts_ms,
         Kind::Result,
-        redactor.apply(&capped(call.result)),
+        capped(&redactor.apply(call.result)),
     );
     result.call_id = Some(call_id);
     result.failed = call.failed;

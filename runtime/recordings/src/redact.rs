@@ -41,7 +41,8 @@ pub struct PatternError {
 pub struct Redactor {
     known: Regex,
     custom: Option<Regex>,
-    literals: Vec<String>,
+    /// Shared by every clone: secrets learnt later (tokens made after start) reach them all.
+    literals: std::sync::Arc<std::sync::RwLock<Vec<String>>>,
 }
 
 /// What a secret is replaced by.
@@ -76,11 +77,27 @@ impl Redactor {
                 message: e.to_string(),
             })?)
         };
-        Ok(Redactor {
+        let r = Redactor {
             known,
             custom,
-            literals: literals.into_iter().filter(|l| l.len() >= 8).collect(),
-        })
+            literals: std::sync::Arc::default(),
+        };
+        r.add_literals(literals);
+        Ok(r)
+    }
+
+    /// Hides `literals` too, from now on, in this redactor and every clone of it (strings
+    /// under 8 characters are too common to be secrets worth hiding).
+    pub fn add_literals(&self, literals: Vec<String>) {
+        let mut l = match self.literals.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        for s in literals {
+            if s.len() >= 8 && !l.contains(&s) {
+                l.push(s);
+            }
+        }
     }
 
     /// `text` with every secret replaced.
@@ -89,7 +106,11 @@ impl Redactor {
         if let Some(c) = &self.custom {
             out = c.replace_all(&out, REDACTED).into_owned();
         }
-        for l in &self.literals {
+        let literals = match self.literals.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        for l in literals.iter() {
             if out.contains(l.as_str()) {
                 out = out.replace(l.as_str(), REDACTED);
             }

@@ -420,25 +420,29 @@ pub fn latest_text(
         .optional()?)
 }
 
-/// How far the journal has been taken into the store.
-pub fn journal_offset(conn: &Connection) -> Result<u64, StoreError> {
+/// How far the journal `key` has been taken into the store.
+pub fn journal_offset(conn: &Connection, key: &str) -> Result<u64, StoreError> {
     let v: Option<i64> = conn
-        .query_row(
-            "SELECT value FROM meta WHERE key = 'journal_offset'",
-            [],
-            |r| r.get(0),
-        )
+        .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| {
+            r.get(0)
+        })
         .optional()?;
     Ok(v.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
 }
 
-/// Records how far the journal has been taken into the store.
-pub fn set_journal_offset(tx: &Connection, offset: u64) -> Result<(), StoreError> {
+/// Records how far the journal `key` has been taken into the store.
+pub fn set_journal_offset(tx: &Connection, key: &str, offset: u64) -> Result<(), StoreError> {
     tx.prepare_cached(
-        "INSERT INTO meta(key, value) VALUES ('journal_offset', ?1)
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)
          ON CONFLICT(key) DO UPDATE SET value = excluded.value",
     )?
-    .execute(params![i64::try_from(offset).unwrap_or(i64::MAX)])?;
+    .execute(params![key, i64::try_from(offset).unwrap_or(i64::MAX)])?;
+    Ok(())
+}
+
+/// Forgets the journal `key` (its file is gone).
+pub fn forget_journal(tx: &Connection, key: &str) -> Result<(), StoreError> {
+    tx.execute("DELETE FROM meta WHERE key = ?1", params![key])?;
     Ok(())
 }
 

@@ -530,3 +530,53 @@ fn a_cursor_offset_outside_its_entry_is_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn two_servers_sharing_a_store_record_each_call_once_and_leave_no_unredacted_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state/sessions.db");
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    let a = std::sync::Arc::new(Store::open(&path).unwrap());
+    let b = std::sync::Arc::new(Store::open(&path).unwrap());
+    let ja = recordings::Journal::open(a.clone(), r.clone()).unwrap();
+    let jb = recordings::Journal::open(b, r.clone()).unwrap();
+    for i in 0..50 {
+        let secret = format!("key sk-{i:02}abcdefghijklmnopqrstuvwxyz");
+        ja.append(&call(i, "read", "{}", &secret)).unwrap();
+        jb.append(&call(1000 + i, "find", "{}", "x")).unwrap();
+    }
+    assert!(ja.flush(std::time::Duration::from_secs(10)));
+    assert!(jb.flush(std::time::Duration::from_secs(10)));
+    let count = |kind: &str| -> i64 {
+        a.read(|c| {
+            Ok(
+                c.query_row("SELECT COUNT(*) FROM entry WHERE kind = ?1", [kind], |r| {
+                    r.get(0)
+                })?,
+            )
+        })
+        .unwrap()
+    };
+    assert_eq!(count("tool"), 100);
+    assert_eq!(count("result"), 100);
+    // Everything taken: the journals hold nothing, unredacted or not.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    for e in std::fs::read_dir(dir.path().join("state"))
+        .unwrap()
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".journal") {
+            assert_eq!(e.metadata().unwrap().len(), 0, "{name}");
+        }
+    }
+    // A journal left by a server that is gone is taken by the next one, then removed.
+    drop((ja, jb));
+    let orphan = dir.path().join("state/sessions-1-1.journal");
+    let line = serde_json::json!({"ts":5,"connector":"core","tool":"read","args":"{}","result":"left behind","decision":"allow","error":null,"failed":false,"group":["gap",""],"labels":[],"hidden":false});
+    std::fs::write(&orphan, format!("{line}\n{{\"torn")).unwrap();
+    let c = std::sync::Arc::new(Store::open(&path).unwrap());
+    let _jc = recordings::Journal::open(c, r).unwrap();
+    assert!(!orphan.exists());
+    assert_eq!(count("result"), 101);
+}

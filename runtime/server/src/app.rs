@@ -459,6 +459,15 @@ impl App {
                         "[exec] changed in the config file: restart gantry for it to apply".into(),
                     );
                 }
+                if s.session_redact != self.settings.session_redact
+                    || s.session_all_directories != self.settings.session_all_directories
+                    || s.session_sources != self.settings.session_sources
+                {
+                    // Not a reason to refuse calls: the old settings keep applying until then.
+                    tracing::warn!(
+                        "[session] changed in the config file: restart gantry for it to apply"
+                    );
+                }
                 let permissions =
                     PermissionState::new(Platform::current(), s.read_only, s.permissions.clone());
                 let facts = engine

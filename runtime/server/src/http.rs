@@ -370,6 +370,13 @@ pub async fn serve<S: Served>(
     let names: Vec<&'static str> = connectors.iter().map(|c| c.name).collect();
     let tokens = LiveTokens::new(&settings.state_dir, &names)?;
     let first = tokens.get();
+    // Made just now on a first start: recorded sessions must hide them too.
+    app.learn_secrets(
+        names
+            .iter()
+            .filter_map(|n| first.get(n).map(str::to_string))
+            .collect(),
+    );
 
     let ip: IpAddr = settings
         .host

@@ -75,6 +75,14 @@ impl Recorder {
         Ok((store, redactor))
     }
 
+    /// Hides `secrets` (gantry's connector tokens) from everything recorded or imported from
+    /// now on.
+    pub fn add_secrets(&self, secrets: Vec<String>) {
+        if let Ok((_, redactor, _)) = &self.store {
+            redactor.add_literals(secrets);
+        }
+    }
+
     /// Records one answered call (durably: it is in the journal when this returns); a
     /// failure is logged, never fails the call.
     pub fn record(&self, call: &recordings::Call<'_>) {

@@ -46,6 +46,8 @@ pub trait Served: Send + Sync + 'static {
     }
     /// Records an answered call in the recorded sessions.
     fn record(&self, _call: &recordings::Call<'_>) {}
+    /// Secrets (connector tokens) that must never be recorded or shown.
+    fn learn_secrets(&self, _secrets: Vec<String>) {}
 }
 
 impl Served for App {
@@ -96,6 +98,10 @@ impl Served for App {
 
     fn record(&self, call: &recordings::Call<'_>) {
         self.recorder.record(call);
+    }
+
+    fn learn_secrets(&self, secrets: Vec<String>) {
+        self.recorder.add_secrets(secrets);
     }
 }
 

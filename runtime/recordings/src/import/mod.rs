@@ -474,7 +474,7 @@ pub(super) fn commit(
                     )?;
                 }
                 Item::Entry { mut entry, append } => {
-                    entry.text = redactor.apply(&crate::record::capped(&entry.text));
+                    entry.text = crate::record::capped(&redactor.apply(&entry.text));
                     // An agent that called gantry's `session` got recorded text back: kept
                     // for the record, never shown again (no copies of copies).
                     entry.hidden = match entry.kind {
