@@ -72,6 +72,9 @@ pub struct Search<'a> {
     pub cursor: Option<&'a str>,
 }
 
+/// The most words of a query searched for.
+const MAX_WORDS: usize = 16;
+
 /// The longest snippet shown, in characters (one token can be a long blob).
 const SNIPPET_CHARS: usize = 300;
 
@@ -189,11 +192,14 @@ fn query_tag(query: &str, source: Option<&str>) -> String {
 
 /// The FTS5 query for `words`: each word quoted (no operator of the user's reaches FTS5),
 /// all of them (`and`) or any (`or`).
+/// At most [`MAX_WORDS`] words are searched for: each is one more index lookup, and a query
+/// of hundreds would cost time in proportion.
 fn fts_query(words: &str, any: bool) -> Option<String> {
     let terms: Vec<String> = words
         .split_whitespace()
         .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '_'))
         .filter(|w| !w.is_empty())
+        .take(MAX_WORDS)
         .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
         .collect();
     (!terms.is_empty()).then(|| terms.join(if any { " OR " } else { " " }))
@@ -515,6 +521,9 @@ fn hits(
             format!("No hits for {query:?}.\n")
         } else {
             let mut how = if any { " (any of the words)" } else { "" }.to_string();
+            if query.split_whitespace().count() > MAX_WORDS {
+                how.push_str(&format!(" (its first {MAX_WORDS} words)"));
+            }
             if windowed {
                 how.push_str(&format!(" among the {RANK_WINDOW} newest matches"));
             }

@@ -580,3 +580,29 @@ fn two_servers_sharing_a_store_record_each_call_once_and_leave_no_unredacted_jou
     assert!(!orphan.exists());
     assert_eq!(count("result"), 101);
 }
+
+#[test]
+fn a_query_of_many_words_searches_its_first_sixteen_and_says_so() {
+    let (_dir, store) = open();
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    imported(
+        &store,
+        "codex-w",
+        &[NewEntry::new(0, Kind::User, "alpha beta")],
+    );
+    let many = format!("alpha {}", "beta ".repeat(40));
+    let hits = store
+        .search(
+            Search {
+                query: Some(&many),
+                source: None,
+                cursor: None,
+            },
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap();
+    assert!(hits.text.contains("(its first 16 words)"), "{}", hits.text);
+    assert!(hits.text.contains("codex-w · codex"), "{}", hits.text);
+}
