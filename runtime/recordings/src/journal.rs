@@ -140,7 +140,7 @@ impl Journal {
             store,
             redactor,
             reader,
-            key: offset_key(&path),
+            path: path.clone(),
             file: file.clone(),
             offset: 0,
             progress: progress.clone(),
@@ -258,7 +258,7 @@ fn replay_orphans(store: &Store, redactor: &Redactor, dir: &Path) -> Result<(), 
         }
         let mut reader = std::fs::File::open(&path).map_err(&err)?;
         // A torn last line is left behind: its call was never answered.
-        take(store, redactor, &mut reader, &key, offset, usize::MAX)?;
+        take(store, redactor, &mut reader, &path, offset, usize::MAX)?;
         // Removed first: a crash before the key goes leaves a key nobody reads.
         std::fs::remove_file(&path).map_err(&err)?;
         store.write(|tx| crate::store::forget_journal(tx, &key))?;
@@ -272,12 +272,12 @@ fn take(
     store: &Store,
     redactor: &Redactor,
     reader: &mut std::fs::File,
-    key: &str,
+    path: &Path,
     offset: u64,
     max: usize,
 ) -> Result<(u64, u64), StoreError> {
-    let path = PathBuf::from(key);
-    let err = io_error(&path);
+    let key = offset_key(path);
+    let err = io_error(path);
     reader
         .seek(std::io::SeekFrom::Start(offset))
         .map_err(&err)?;
@@ -302,7 +302,7 @@ fn take(
                 calls += 1;
             }
         }
-        crate::store::set_journal_offset(tx, key, end)?;
+        crate::store::set_journal_offset(tx, &key, end)?;
         Ok(())
     })?;
     Ok((calls, end))
@@ -312,8 +312,8 @@ struct Writer {
     store: Arc<Store>,
     redactor: Redactor,
     reader: std::fs::File,
-    /// The store's key for this journal's offset.
-    key: String,
+    /// The journal file (its name is the store's key for its offset).
+    path: PathBuf,
     file: Arc<Mutex<std::fs::File>>,
     offset: u64,
     progress: Arc<(Mutex<Progress>, Condvar)>,
@@ -332,7 +332,7 @@ impl Writer {
                     &self.store,
                     &self.redactor,
                     &mut self.reader,
-                    &self.key,
+                    &self.path,
                     self.offset,
                     BATCH,
                 ) {
@@ -371,7 +371,7 @@ impl Writer {
         // Still under the lock: no line lands before the store knows the file starts over.
         if let Err(e) = self
             .store
-            .write(|tx| crate::store::set_journal_offset(tx, &self.key, 0))
+            .write(|tx| crate::store::set_journal_offset(tx, &offset_key(&self.path), 0))
         {
             tracing::warn!("the journal's new start was not stored: {e}");
         }

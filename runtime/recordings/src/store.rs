@@ -577,11 +577,10 @@ pub fn entries(
     limit: usize,
     latest_only: bool,
 ) -> Result<Vec<Entry>, StoreError> {
-    let mut st = conn.prepare_cached(
-        "SELECT id, ts_ms, kind, name, text, call_id, failed, msg_key, uuid, parent, side, supersedes, tref, meta
-         FROM entry WHERE session_id = ?1 AND id >= ?2 AND hidden = 0 AND (?4 = 0 OR superseded = 0)
-         ORDER BY id LIMIT ?3",
-    )?;
+    let mut st = conn.prepare_cached(entry_select!(
+        "WHERE session_id = ?1 AND id >= ?2 AND hidden = 0 AND (?4 = 0 OR superseded = 0)
+             ORDER BY id LIMIT ?3"
+    ))?;
     let rows = st.query_map(
         params![session_id, from, limit as i64, latest_only],
         entry_row,
@@ -593,8 +592,7 @@ pub fn entries(
 pub fn entry_in(conn: &Connection, session_id: &str, id: i64) -> Result<Option<Entry>, StoreError> {
     Ok(conn
         .query_row(
-            "SELECT id, ts_ms, kind, name, text, call_id, failed, msg_key, uuid, parent, side, supersedes, tref, meta
-             FROM entry WHERE id = ?1 AND session_id = ?2 AND hidden = 0",
+            entry_select!("WHERE id = ?1 AND session_id = ?2 AND hidden = 0"),
             params![id, session_id],
             entry_row,
         )
@@ -604,14 +602,20 @@ pub fn entry_in(conn: &Connection, session_id: &str, id: i64) -> Result<Option<E
 /// One entry by id.
 pub fn entry(conn: &Connection, id: i64) -> Result<Option<Entry>, StoreError> {
     Ok(conn
-        .query_row(
-            "SELECT id, ts_ms, kind, name, text, call_id, failed, msg_key, uuid, parent, side, supersedes, tref, meta
-             FROM entry WHERE id = ?1",
-            params![id],
-            entry_row,
-        )
+        .query_row(entry_select!("WHERE id = ?1"), params![id], entry_row)
         .optional()?)
 }
+
+/// `SELECT` of the columns [`entry_row`] reads, in its order, from `entry`, then `$rest`.
+macro_rules! entry_select {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, ts_ms, kind, name, text, call_id, failed, msg_key, uuid, parent, side, supersedes, tref, meta FROM entry ",
+            $rest
+        )
+    };
+}
+use entry_select;
 
 pub(crate) fn entry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
     let kind: String = r.get(2)?;

@@ -19,6 +19,28 @@ fn everyone(_: &SessionInfo) -> bool {
     true
 }
 
+/// `search` as every test here asks it: everyone may see everything, no extra redaction.
+fn search(
+    store: &Store,
+    query: Option<&str>,
+    source: Option<&str>,
+    cursor: Option<&str>,
+) -> recordings::Page {
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    store
+        .search(
+            Search {
+                query,
+                source,
+                cursor,
+            },
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap()
+}
+
 struct Home {
     _dir: tempfile::TempDir,
     root: PathBuf,
@@ -129,25 +151,12 @@ fn codex_rollouts_of_both_shapes_are_read_with_injected_context_kept_apart() {
     assert!(!new.contains("iVBOR"), "{new}");
 
     // Searchable by the user's words, the tool's output and the assistant's answer.
-    let r = Redactor::new(&[], Vec::new()).unwrap();
     for (q, want) in [
         ("unresolved import", "T1 shell"),
         ("crates core cli", "codex-019d"),
         ("serde Cargo", "assistant"),
     ] {
-        let hits = h
-            .store
-            .search(
-                Search {
-                    query: Some(q),
-                    source: Some("codex"),
-                    cursor: None,
-                },
-                &everyone,
-                &r,
-                BUDGETS,
-            )
-            .unwrap();
+        let hits = search(&h.store, Some(q), Some("codex"), None);
         assert!(hits.text.contains(want), "{q}: {}", hits.text);
     }
     // Nothing new: a second refresh reads nothing.
@@ -170,20 +179,7 @@ fn claude_code_merges_blocks_and_marks_rewinds_and_sidechains_as_side_branches()
     );
     assert!(text.contains("\nTitle: Fixing the build\n"), "{text}");
     // The title is found by its words.
-    let r = Redactor::new(&[], Vec::new()).unwrap();
-    let hits = h
-        .store
-        .search(
-            Search {
-                query: Some("fixing build"),
-                source: None,
-                cursor: None,
-            },
-            &everyone,
-            &r,
-            BUDGETS,
-        )
-        .unwrap();
+    let hits = search(&h.store, Some("fixing build"), None, None);
     assert!(
         hits.text
             .contains("claude-5b0c · claude · 2026-12-01 10:03:05Z · title\n  Fixing the build\n"),
@@ -275,21 +271,8 @@ fn secrets_in_transcripts_never_reach_the_index_or_a_snippet() {
     let line = r#"{"parentUuid":null,"cwd":"/work/app","sessionId":"keys","type":"user","message":{"role":"user","content":"use key sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123 and token ghp_abcdefghijklmnopqrstuvwxyz0123456789 please"},"uuid":"k1","timestamp":"2026-12-01T10:00:00.000Z"}"#;
     std::fs::write(&path, format!("{line}\n")).unwrap();
     h.refresh();
-    let r = Redactor::new(&[], Vec::new()).unwrap();
     for q in ["sk", "proj", "AbCdEfGhIjKlMnOpQrStUvWx0123", "ghp", "key"] {
-        let hits = h
-            .store
-            .search(
-                Search {
-                    query: Some(q),
-                    source: None,
-                    cursor: None,
-                },
-                &everyone,
-                &r,
-                BUDGETS,
-            )
-            .unwrap();
+        let hits = search(&h.store, Some(q), None, None);
         // Snippet lines only: the query itself is echoed in the header.
         let snippets: String = hits.text.lines().filter(|l| l.starts_with("  ")).collect();
         assert!(
@@ -495,18 +478,6 @@ fn an_archived_rollout_keeps_its_session_and_a_lookup_through_gantry_is_not_show
         !text.contains("mcp__gantry__session") && !text.contains("wombat"),
         "{text}"
     );
-    let hits = h
-        .store
-        .search(
-            Search {
-                query: Some("wombat"),
-                source: None,
-                cursor: None,
-            },
-            &everyone,
-            &r,
-            BUDGETS,
-        )
-        .unwrap();
+    let hits = search(&h.store, Some("wombat"), None, None);
     assert!(hits.text.starts_with("No hits"), "{}", hits.text);
 }

@@ -15,6 +15,28 @@ fn everyone(_: &store::SessionInfo) -> bool {
     true
 }
 
+/// `search` as every test here asks it: everyone may see everything, no extra redaction.
+fn search(
+    store: &Store,
+    query: Option<&str>,
+    source: Option<&str>,
+    cursor: Option<&str>,
+) -> recordings::Page {
+    let r = Redactor::new(&[], Vec::new()).unwrap();
+    store
+        .search(
+            Search {
+                query,
+                source,
+                cursor,
+            },
+            &everyone,
+            &r,
+            BUDGETS,
+        )
+        .unwrap()
+}
+
 fn call<'a>(ts: i64, tool: &'a str, args: &'a str, result: &'a str) -> Call<'a> {
     Call {
         ts_ms: ts,
@@ -124,18 +146,7 @@ fn recorded_calls_are_found_and_read_back_without_the_session_calls() {
             &r,
         )
         .unwrap();
-    let page = store
-        .search(
-            Search {
-                query: Some("zebra"),
-                source: None,
-                cursor: None,
-            },
-            &everyone,
-            &r,
-            BUDGETS,
-        )
-        .unwrap();
+    let page = search(&store, Some("zebra"), None, None);
     // One hit: the read's result, not the session call that searched for it.
     assert_eq!(page.text.matches("\n  ").count(), 1, "{}", page.text);
     assert!(
@@ -377,7 +388,6 @@ fn hidden_and_foreign_sessions_and_bad_cursors_are_refused_plainly() {
 #[test]
 fn no_query_lists_the_newest_sessions_and_pages_by_cursor() {
     let (_dir, store) = open();
-    let r = Redactor::new(&[], Vec::new()).unwrap();
     for i in 0..45 {
         store
             .write(|tx| {
@@ -396,18 +406,7 @@ fn no_query_lists_the_newest_sessions_and_pages_by_cursor() {
             })
             .unwrap();
     }
-    let first = store
-        .search(
-            Search {
-                query: None,
-                source: None,
-                cursor: None,
-            },
-            &everyone,
-            &r,
-            BUDGETS,
-        )
-        .unwrap();
+    let first = search(&store, None, None, None);
     assert_eq!(
         first.text.matches("\n  task ").count(),
         30,
@@ -425,18 +424,7 @@ fn no_query_lists_the_newest_sessions_and_pages_by_cursor() {
         first.text
     );
     let c = first.next_cursor.unwrap();
-    let second = store
-        .search(
-            Search {
-                query: None,
-                source: None,
-                cursor: Some(&c),
-            },
-            &everyone,
-            &r,
-            BUDGETS,
-        )
-        .unwrap();
+    let second = search(&store, None, None, Some(&c));
     assert_eq!(
         second.text.matches("\n  task ").count(),
         15,
@@ -444,18 +432,7 @@ fn no_query_lists_the_newest_sessions_and_pages_by_cursor() {
         second.text
     );
     assert!(second.next_cursor.is_none());
-    let other = store
-        .search(
-            Search {
-                query: None,
-                source: Some("claude"),
-                cursor: None,
-            },
-            &everyone,
-            &r,
-            BUDGETS,
-        )
-        .unwrap();
+    let other = search(&store, None, Some("claude"), None);
     assert_eq!(other.text, "No recorded sessions.\n");
 }
 
@@ -584,25 +561,13 @@ fn two_servers_sharing_a_store_record_each_call_once_and_leave_no_unredacted_jou
 #[test]
 fn a_query_of_many_words_searches_its_first_sixteen_and_says_so() {
     let (_dir, store) = open();
-    let r = Redactor::new(&[], Vec::new()).unwrap();
     imported(
         &store,
         "codex-w",
         &[NewEntry::new(0, Kind::User, "alpha beta")],
     );
     let many = format!("alpha {}", "beta ".repeat(40));
-    let hits = store
-        .search(
-            Search {
-                query: Some(&many),
-                source: None,
-                cursor: None,
-            },
-            &everyone,
-            &r,
-            BUDGETS,
-        )
-        .unwrap();
+    let hits = search(&store, Some(&many), None, None);
     assert!(hits.text.contains("(its first 16 words)"), "{}", hits.text);
     assert!(hits.text.contains("codex-w · codex"), "{}", hits.text);
 }

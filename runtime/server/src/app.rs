@@ -332,9 +332,15 @@ impl App {
         })
     }
 
-    /// Whether calls are recorded now (`session_recording` on).
+    /// Whether calls are recorded now (`session_recording` on), from the permissions the
+    /// call was just decided with: its `call_context` refreshed them, so no second look at
+    /// the config file on the call's path.
     pub fn recording(&self) -> bool {
-        permissions_on(&self.live(), generated::Permission::SessionRecording)
+        let current = match self.live.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        permissions_on(&current, generated::Permission::SessionRecording)
     }
 
     /// Ends idle command sessions every few seconds, for as long as the server runs.

@@ -203,28 +203,30 @@ impl Drop for Group {
     }
 }
 
-/// Removes `dir` and every group below it, deepest first (a command may have made
-/// sub-groups); at most [`REMOVE_MAX`] directories.
+/// `dir` and every group below it, parents before children (at most [`REMOVE_MAX`]: a
+/// command can make sub-groups of its own).
+fn groups_in(dir: &Path) -> Vec<PathBuf> {
+    let mut found = vec![dir.to_path_buf()];
+    let mut next = 0;
+    while next < found.len() && found.len() < REMOVE_MAX {
+        if let Ok(entries) = std::fs::read_dir(&found[next]) {
+            let children: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect();
+            found.extend(children);
+        }
+        next += 1;
+    }
+    found.truncate(REMOVE_MAX);
+    found
+}
+
+/// Removes `dir` and every group below it, deepest first.
 fn remove_tree(dir: &Path) {
-    let mut stack = vec![(dir.to_path_buf(), false)];
-    let mut seen = 0;
-    while let Some((d, expanded)) = stack.pop() {
-        if expanded {
-            let _ = std::fs::remove_dir(&d);
-            continue;
-        }
-        seen += 1;
-        if seen > REMOVE_MAX {
-            return;
-        }
-        stack.push((d.clone(), true));
-        if let Ok(entries) = std::fs::read_dir(&d) {
-            for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    stack.push((e.path(), false));
-                }
-            }
-        }
+    for d in groups_in(dir).iter().rev() {
+        let _ = std::fs::remove_dir(d);
     }
 }
 
@@ -258,26 +260,9 @@ fn kill_and_wait(dir: &Path, wait: Duration) -> bool {
     }
 }
 
-/// How many processes are in `dir` and the groups below it (at most [`REMOVE_MAX`] groups).
+/// How many processes are in `dir` and the groups below it.
 fn count_procs(dir: &Path) -> usize {
-    let mut stack = vec![dir.to_path_buf()];
-    let (mut found, mut seen) = (0, 0);
-    while let Some(d) = stack.pop() {
-        seen += 1;
-        if seen > REMOVE_MAX {
-            break;
-        }
-        found += pids_of(&d).len();
-        if let Ok(entries) = std::fs::read_dir(&d) {
-            stack.extend(
-                entries
-                    .flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .map(|e| e.path()),
-            );
-        }
-    }
-    found
+    groups_in(dir).iter().map(|d| pids_of(d).len()).sum()
 }
 
 /// Ends everything below an instance directory and removes it: one `cgroup.kill` on the

@@ -8,38 +8,17 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Item, content_text, parse_time};
+use super::{Item, content_text, field as s, parse_time};
 use crate::store::{Kind, NewEntry};
 
-/// Transcript files below `dir`, oldest name first.
+/// Transcript files below `dir` (subagents' a few levels down), sorted.
 pub(super) fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    walk(dir, 0, &mut out);
-    out.sort();
-    out
-}
-
-fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Ok(t) = e.file_type() else { continue };
-        if t.is_dir() && depth < 4 {
-            walk(&e.path(), depth + 1, out);
-        } else if t.is_file() && e.file_name().to_string_lossy().ends_with(".jsonl") {
-            out.push(e.path());
-        }
-    }
+    super::files_below(dir, 4, &|name| name.ends_with(".jsonl"))
 }
 
 #[derive(Debug, Default)]
 pub(super) struct State {
     cwd_seen: bool,
-}
-
-fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
 }
 
 impl State {

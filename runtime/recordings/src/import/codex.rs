@@ -8,37 +8,22 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Item, content_text, parse_time};
+use super::{Item, content_text, field as s, parse_time};
 use crate::store::{Kind, NewEntry};
 
-/// Rollout files below `dir` (and the sibling `archived_sessions`), oldest first.
+/// Rollout files below `dir` (and the sibling `archived_sessions`), sorted.
 pub(super) fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut roots = vec![dir.to_path_buf()];
+    let rollout = |name: &str| name.starts_with("rollout-") && name.ends_with(".jsonl");
+    let mut out = super::files_below(dir, 4, &rollout);
     if let Some(parent) = dir.parent() {
-        roots.push(parent.join("archived_sessions"));
-    }
-    for root in roots {
-        walk(&root, 0, &mut out);
+        out.extend(super::files_below(
+            &parent.join("archived_sessions"),
+            4,
+            &rollout,
+        ));
     }
     out.sort();
     out
-}
-
-fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Ok(t) = e.file_type() else { continue };
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        if t.is_dir() && depth < 4 {
-            walk(&e.path(), depth + 1, out);
-        } else if t.is_file() && name.starts_with("rollout-") && name.ends_with(".jsonl") {
-            out.push(e.path());
-        }
-    }
 }
 
 /// Prefixes of user-role messages that Codex writes itself.
@@ -56,10 +41,6 @@ const INJECTED: &[&str] = &[
 
 #[derive(Debug, Default)]
 pub(super) struct State;
-
-fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
-}
 
 impl State {
     pub(super) fn line(&mut self, v: &Value, out: &mut Vec<Item>) {

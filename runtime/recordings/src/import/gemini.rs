@@ -11,34 +11,20 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Item, content_text, parse_time};
+use super::{Item, content_text, field as s, parse_time};
 use crate::store::{Kind, NewEntry};
 
-/// Chat files below `dir` (`~/.gemini/tmp`).
+/// Chat files below `dir` (`~/.gemini/tmp`): `<project>/chats/`, subagents a level down.
 pub(super) fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
     let Ok(projects) = std::fs::read_dir(dir) else {
-        return out;
+        return Vec::new();
     };
-    for p in projects.flatten() {
-        walk(&p.path().join("chats"), 0, &mut out);
-    }
+    let mut out: Vec<PathBuf> = projects
+        .flatten()
+        .flat_map(|p| super::files_below(&p.path().join("chats"), 2, &|n| n.ends_with(".jsonl")))
+        .collect();
     out.sort();
     out
-}
-
-fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Ok(t) = e.file_type() else { continue };
-        if t.is_dir() && depth < 2 {
-            walk(&e.path(), depth + 1, out);
-        } else if t.is_file() && e.file_name().to_string_lossy().ends_with(".jsonl") {
-            out.push(e.path());
-        }
-    }
 }
 
 /// The project directory a chat file belongs to, from `<project>/.project_root`.
@@ -66,10 +52,6 @@ impl State {
             started: false,
         }
     }
-}
-
-fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
 }
 
 impl State {

@@ -547,6 +547,32 @@ pub(crate) fn parse_time(s: &str) -> Option<i64> {
     Some(((days * 86_400 + h * 3600 + mi * 60 + sec) - offset_min * 60) * 1000 + ms)
 }
 
+/// The string field `key` of a JSON object.
+pub(crate) fn field<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(serde_json::Value::as_str)
+}
+
+/// Files below `dir` (at most `depth` directories down) whose name `wanted` accepts, sorted.
+pub(crate) fn files_below(dir: &Path, depth: usize, wanted: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
+    fn walk(dir: &Path, left: usize, wanted: &dyn Fn(&str) -> bool, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_dir() && left > 0 {
+                walk(&e.path(), left - 1, wanted, out);
+            } else if t.is_file() && wanted(&e.file_name().to_string_lossy()) {
+                out.push(e.path());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, depth, wanted, &mut out);
+    out.sort();
+    out
+}
+
 /// Text blocks of a content array (`[{type, text}, …]`) or a plain string, images as
 /// `[image]`.
 pub(crate) fn content_text(v: &serde_json::Value) -> String {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags, params};
 use serde_json::Value;
 
-use super::{Item, Report};
+use super::{Item, Report, field as s};
 use crate::store::{self, Kind, NewEntry, SourceMark, Store};
 use crate::{Redactor, StoreError};
 
@@ -35,10 +35,6 @@ pub(super) fn databases(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     out.sort();
     out
-}
-
-fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
 }
 
 /// Reads what changed in every database below `dir`.
