@@ -417,6 +417,9 @@ impl Registry {
             }
             _ => None,
         };
+        if recipe.is_some() {
+            self.await_refill().await;
+        }
         let warm = recipe.as_ref().and_then(|r| self.take_warm(r));
         let (script, batch_nonce) = match &run.commands {
             Commands::One(cmd) => (cmd.clone(), None),
@@ -539,6 +542,19 @@ impl Registry {
 
     /// The warm shell, if it fits `recipe` (same snapshot, same removals) and still lives; a
     /// stale one is ended.
+    /// A warm shell being started is nearly ready: it is waited for (at most
+    /// [`warm::READY_WITHIN`]) rather than a cold shell started beside it.
+    async fn await_refill(&self) {
+        use std::sync::atomic::Ordering;
+        let until = tokio::time::Instant::now() + warm::READY_WITHIN;
+        while lock(&self.warm).is_none()
+            && self.refilling.load(Ordering::SeqCst)
+            && tokio::time::Instant::now() < until
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     fn take_warm(&self, recipe: &Recipe) -> Option<Warm> {
         let w = lock(&self.warm).take()?;
         if w.generation == recipe.generation

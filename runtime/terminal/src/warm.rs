@@ -17,8 +17,8 @@ use crate::session::Session;
 use crate::shell::{Shell, posix_quote};
 use crate::window::SpillConfig;
 
-/// How long a command waits for a warm shell that is still sourcing its snapshot.
-const READY_WITHIN: Duration = Duration::from_millis(200);
+/// How long a command waits for a warm shell that is still starting or sourcing its snapshot.
+pub(crate) const READY_WITHIN: Duration = Duration::from_millis(200);
 /// How long an unused warm shell waits before ending itself.
 const IDLE_LIMIT: Duration = Duration::from_secs(15 * 60);
 /// A warm shell this old is not handed a command: it may end itself before running it.
