@@ -13,6 +13,8 @@ mod apply_patch;
 mod bounds;
 #[cfg(target_os = "linux")]
 mod confinement;
+#[cfg(target_os = "linux")]
+mod desktop;
 mod e2e;
 // Uses the POSIX shell for its command rendering.
 #[cfg(unix)]

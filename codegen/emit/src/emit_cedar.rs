@@ -127,11 +127,8 @@ pub fn schema(surface: &Surface) -> String {
                 connector_group(&t.connector),
                 permission_group(&op.requires),
             ];
-            let resources = if t.targets.is_empty() {
-                vec!["Host".to_string()]
-            } else {
-                t.targets.clone()
-            };
+            // An operation may act on the computer as a whole too (a desktop step on the
+            // clipboard, a wait), so it applies wherever its tool does.
             action(w, &operation_action(&t.name, &op.name), &groups, &resources);
         }
     }

@@ -288,11 +288,13 @@ impl App {
             launcher,
             cgroup: settings.exec_cgroup,
         }));
+        let desktop = crate::handlers::DesktopTools::connect(&settings);
         let permissions = PermissionState::new(
             Platform::current(),
             settings.read_only,
             settings.permissions.clone(),
-        );
+        )
+        .with_desktop(desktop.available());
         let facts = engine
             .facts(&permissions.snapshot())
             .map_err(|d| vec![format!("permission snapshot: {d}")])?;
@@ -322,7 +324,7 @@ impl App {
             args,
             handlers: Handlers {
                 core: CoreTools::new(roots.clone(), terminal.clone(), recorder.clone()),
-                desktop: DesktopTools,
+                desktop,
             },
             audit,
             tools,
@@ -366,9 +368,10 @@ impl App {
     /// The connectors this platform serves, in declaration order.
     pub fn connectors(&self) -> impl Iterator<Item = &'static tool_api::ConnectorSpec> + '_ {
         let platform = Platform::current();
-        generated::CONNECTORS
-            .iter()
-            .filter(move |c| c.platforms.contains(&platform))
+        let desktop = self.handlers.desktop.available();
+        generated::CONNECTORS.iter().filter(move |c| {
+            c.platforms.contains(&platform) && (desktop || c.name != generated::desktop::NAME)
+        })
     }
 
     /// The permissions and policies in effect now. Editing the config file's permissions or
@@ -475,7 +478,8 @@ impl App {
                     );
                 }
                 let permissions =
-                    PermissionState::new(Platform::current(), s.read_only, s.permissions.clone());
+                    PermissionState::new(Platform::current(), s.read_only, s.permissions.clone())
+                        .with_desktop(self.handlers.desktop.available());
                 let facts = engine
                     .facts(&permissions.snapshot())
                     .map_err(|d| problems.push(d.to_string()))
@@ -484,7 +488,8 @@ impl App {
             }
             Err(errors) => {
                 problems.extend(errors);
-                let none = PermissionState::new(Platform::current(), true, Default::default());
+                let none = PermissionState::new(Platform::current(), true, Default::default())
+                    .with_desktop(self.handlers.desktop.available());
                 (none, None)
             }
         };

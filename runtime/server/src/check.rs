@@ -106,16 +106,31 @@ fn warnings_about(s: &Settings) -> Vec<String> {
         ));
     }
     let platform = tool_api::Platform::current();
+    let mut need_desktop = Vec::new();
     for p in generated::Permission::ALL {
         let spec = p.spec();
-        if s.permissions.get(p.name()) == Some(&true) && !spec.platforms.contains(&platform) {
+        if s.permissions.get(p.name()) != Some(&true) {
+            continue;
+        }
+        if !spec.platforms.contains(&platform) {
             out.push(format!(
                 "permission `{}` is on in {} but has no effect on {}",
                 p.name(),
                 s.config_path.display(),
                 platform.name()
             ));
+        } else if crate::permissions::desktop_bound(p.name()) {
+            need_desktop.push(format!("`{}`", p.name()));
         }
+    }
+    if !need_desktop.is_empty()
+        && let Err(why) = desktop::Desktop::connect()
+    {
+        out.push(format!(
+            "permission(s) {} on in {} have no effect here: {why}",
+            need_desktop.join(", "),
+            s.config_path.display()
+        ));
     }
     out
 }

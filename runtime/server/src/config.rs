@@ -60,6 +60,7 @@ struct ConfigFile {
     audit_command_lines: Option<bool>,
     exec: Option<ExecSection>,
     session: Option<SessionSection>,
+    desktop: Option<DesktopSection>,
     #[serde(default)]
     permissions: BTreeMap<toml::Spanned<String>, bool>,
 }
@@ -78,6 +79,14 @@ struct SessionSection {
     /// one off, a path replaces its default location.
     #[serde(default)]
     sources: BTreeMap<String, SourceSetting>,
+}
+
+/// `[desktop]`: how desktop steps share the machine with the person at it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DesktopSection {
+    /// Stop a `computer` batch when the user moves the mouse or holds a key (default on).
+    yield_to_user: Option<bool>,
 }
 
 /// One `[session.sources]` entry.
@@ -142,6 +151,8 @@ pub struct Settings {
     pub session_sources: Vec<(String, PathBuf)>,
     /// Whether the root is the current directory because none was given.
     pub defaulted_root: bool,
+    /// A desktop batch stops when the user moves the mouse or types.
+    pub desktop_yield_to_user: bool,
 }
 
 fn home() -> Option<PathBuf> {
@@ -468,6 +479,11 @@ impl Settings {
             session_sources,
             exec_confine,
             defaulted_root,
+            desktop_yield_to_user: file
+                .desktop
+                .as_ref()
+                .and_then(|d| d.yield_to_user)
+                .unwrap_or(true),
         })
     }
 }
@@ -496,8 +512,8 @@ mod tests {
         assert!(!s.read_only);
         // Core's permissions are on everywhere; the desktop's only where they can work.
         for p in generated::Permission::ALL {
-            let desktop = p.spec().platforms == [tool_api::Platform::Windows];
-            let want = !desktop || cfg!(windows);
+            let desktop = !p.spec().platforms.contains(&tool_api::Platform::Macos);
+            let want = !desktop || !cfg!(target_os = "macos");
             assert_eq!(s.permissions.get(p.name()), Some(&want), "{}", p.name());
         }
         assert_eq!((s.host.as_str(), s.port), (DEFAULT_HOST, DEFAULT_PORT));

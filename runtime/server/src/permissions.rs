@@ -12,6 +12,18 @@ pub struct PermissionState {
     platform: Platform,
     read_only: bool,
     stored: BTreeMap<&'static str, bool>,
+    /// Whether a desktop can be driven here (a display gantry connected to).
+    desktop: bool,
+}
+
+/// Whether permission `name` only serves the desktop connector's tools (so it means nothing
+/// where no desktop can be reached).
+pub fn desktop_bound(name: &str) -> bool {
+    let needs = |t: &ToolSpec| {
+        t.requires.contains(&name) || t.operations.iter().any(|o| o.requires == name)
+    };
+    let mut users = generated::TOOLS.iter().filter(|t| needs(t)).peekable();
+    users.peek().is_some() && users.all(|t| t.connector == generated::desktop::NAME)
 }
 
 impl PermissionState {
@@ -21,14 +33,24 @@ impl PermissionState {
             platform,
             read_only,
             stored,
+            desktop: true,
         }
+    }
+
+    /// The same, where `desktop` says whether a desktop can be reached: without one the
+    /// desktop connector is not served and its permissions are masked (choices kept).
+    pub fn with_desktop(mut self, desktop: bool) -> Self {
+        self.desktop = desktop;
+        self
     }
 
     /// On as stored and possible on this platform (read-only mode not applied).
     fn available(&self, name: &str) -> bool {
         let supported = Permission::from_name(name)
             .is_some_and(|p| p.spec().platforms.contains(&self.platform));
-        supported && self.stored.get(name).copied().unwrap_or(false)
+        supported
+            && (self.desktop || !desktop_bound(name))
+            && self.stored.get(name).copied().unwrap_or(false)
     }
 
     /// In effect: available and not masked by read-only mode.
@@ -59,6 +81,7 @@ impl PermissionState {
     /// Whether `connector` runs on this platform at all.
     pub fn serves(&self, connector: &ConnectorSpec) -> bool {
         connector.platforms.contains(&self.platform)
+            && (self.desktop || connector.name != generated::desktop::NAME)
     }
 
     /// The tools `connector` lists right now, in declaration order.
@@ -140,15 +163,34 @@ mod tests {
     }
 
     #[test]
-    fn desktop_permissions_are_masked_off_windows_but_kept() {
-        let linux = PermissionState::new(Platform::Linux, false, all_on());
-        assert!(!linux.effective(Permission::Screen.name()));
+    fn desktop_permissions_are_masked_without_a_desktop_but_kept() {
+        let macos = PermissionState::new(Platform::Macos, false, all_on());
+        assert!(!macos.effective(Permission::Screen.name()));
+        let headless = PermissionState::new(Platform::Linux, false, all_on()).with_desktop(false);
+        for p in [
+            Permission::Screen,
+            Permission::Control,
+            Permission::ClipboardRead,
+            Permission::ClipboardWrite,
+        ] {
+            assert!(!headless.effective(p.name()), "{}", p.name());
+        }
+        assert!(headless.effective(Permission::Exec.name()));
         assert!(
-            linux
+            headless
                 .snapshot()
                 .permissions
                 .contains(&(Permission::Screen.name(), false))
         );
+        assert!(names(&headless, DESKTOP).is_empty());
+        let desktop = generated::CONNECTORS
+            .iter()
+            .find(|c| c.name == DESKTOP)
+            .unwrap();
+        assert!(!headless.serves(desktop));
+        let linux = PermissionState::new(Platform::Linux, false, all_on());
+        assert!(linux.serves(desktop));
+        assert!(linux.effective(Permission::Screen.name()));
         let windows = PermissionState::new(Platform::Windows, false, all_on());
         assert!(windows.effective(Permission::Screen.name()));
         assert_eq!(

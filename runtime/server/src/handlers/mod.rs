@@ -2,6 +2,7 @@
 //! authorized arguments and authorize each target again through the call's gate.
 
 mod apply_patch;
+mod desktop;
 mod exec;
 mod find;
 mod read;
@@ -15,7 +16,6 @@ use generated::core::{
     ReadArgs, ReadOutput, SessionArgs, SessionOutput, ViewImageArgs, ViewImageOutput,
     WriteStdinArgs,
 };
-use generated::desktop::DesktopHandlers;
 use generated::types::ExecResult;
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
 
@@ -162,8 +162,4 @@ impl CoreHandlers for CoreTools {
     }
 }
 
-/// Handlers of the Desktop connector (every desktop tool is still planned).
-#[derive(Debug, Clone, Default)]
-pub struct DesktopTools;
-
-impl DesktopHandlers for DesktopTools {}
+pub use desktop::DesktopTools;

@@ -1,0 +1,20 @@
+//! gantry's desktop: screenshots, windows, UI controls, input and the clipboard. The
+//! platform-neutral core (frames, refs, key chords, encoding) is the same everywhere; the
+//! backend is X11 + AT-SPI on Linux.
+
+pub mod encode;
+mod error;
+pub mod frames;
+pub mod keys;
+pub mod model;
+pub mod refs;
+#[cfg(not(target_os = "linux"))]
+mod unsupported;
+#[cfg(target_os = "linux")]
+mod x11;
+
+pub use error::DesktopError;
+#[cfg(not(target_os = "linux"))]
+pub use unsupported::Desktop;
+#[cfg(target_os = "linux")]
+pub use x11::Desktop;

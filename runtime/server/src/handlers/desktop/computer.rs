@@ -1,0 +1,725 @@
+//! `computer`: up to 20 steps in order, each decided on its own (Cedar: its operation's
+//! permission, on the window it acts on) and carried out only after what it was planned on is
+//! checked again: a frame's window must stand where the frame showed it, a ref must be of the
+//! latest snapshot and its control still shown. The batch stops at the first failing step,
+//! and, unless turned off, as soon as the person at the computer moves the mouse or types.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use desktop::Desktop;
+use desktop::model::{Button, Control, WindowInfo};
+use desktop::refs::Refs;
+use generated::desktop::{ComputerArgs, ComputerOperation, ComputerOutput, actions};
+use generated::types::{
+    ComputerAction, ComputerActionAction as Action, ComputerActionButton, StepResult, Verify,
+    VerifyUntil,
+};
+use tool_api::{CallContext, ErrorCode, Host, Reply, ToolError};
+
+use super::observe::{control_line, target_window, window_line};
+use super::{State, blocking, error_code, quoted, resource, tool_error};
+
+/// Keys sent right after a click can overtake it while the window manager still holds the
+/// click (openbox grabs the button synchronously): a keyboard step waits this long after the
+/// last pointer step.
+const POINTER_SETTLE: Duration = Duration::from_millis(30);
+/// How often a `verify` condition is checked.
+const VERIFY_POLL: Duration = Duration::from_millis(50);
+const VERIFY_DEFAULT_MS: u64 = 2000;
+/// Characters of clipboard text shown.
+const CLIPBOARD_SHOWN: usize = 16 * 1024;
+
+/// How a step went well: its route and what it touched, as one line.
+struct Done {
+    route: &'static str,
+    line: String,
+}
+
+/// A screen point a step acts on, and the window there (if any), both checked just now.
+struct Target {
+    x: i32,
+    y: i32,
+    window: Option<WindowInfo>,
+}
+
+struct Batch<'a> {
+    state: &'a Arc<State>,
+    cx: &'a CallContext,
+    /// Where gantry left the pointer (the person moved it if it is elsewhere).
+    pointer: Option<(i32, i32)>,
+    last_pointer_step: Option<Instant>,
+}
+
+fn need<'v, T>(at: &str, field: &str, action: &str, v: &'v Option<T>) -> Result<&'v T, ToolError> {
+    v.as_ref()
+        .ok_or_else(|| ToolError::invalid_input(format!("{at}.{field}: required for {action}")))
+}
+
+fn action_name(a: Action) -> &'static str {
+    a.as_str()
+}
+
+impl Batch<'_> {
+    fn desktop(&self) -> &Desktop {
+        &self.state.desktop
+    }
+
+    async fn windows(&self) -> Result<Vec<WindowInfo>, ToolError> {
+        blocking(self.state, |d| d.windows())
+            .await
+            .map_err(tool_error)
+    }
+
+    fn authorize(
+        &self,
+        op: ComputerOperation,
+        window: Option<&WindowInfo>,
+    ) -> Result<(), ToolError> {
+        match window {
+            Some(w) => self.cx.authorize(op.action(), &resource(w), ()).map(drop),
+            None => self.cx.authorize(op.action(), &Host, ()).map(drop),
+        }
+    }
+
+    /// Why the batch must stop for the person at the computer, if it must.
+    async fn user_active(&self) -> Option<String> {
+        let expected = self.pointer?;
+        let (now, keys) = blocking(self.state, |d| Ok((d.pointer()?, d.keys_held()?)))
+            .await
+            .ok()?;
+        if now != expected {
+            return Some(format!(
+                "the user moved the mouse (to {},{}; gantry left it at {},{}): stopped to let them work",
+                now.0, now.1, expected.0, expected.1
+            ));
+        }
+        if keys {
+            return Some(
+                "the user is typing (a key is held down): stopped to let them work".into(),
+            );
+        }
+        None
+    }
+
+    async fn note_pointer(&mut self) {
+        self.last_pointer_step = Some(Instant::now());
+        if self.state.yield_to_user {
+            self.pointer = blocking(self.state, |d| d.pointer()).await.ok();
+        }
+    }
+
+    /// The screen point frame pixel (`x`, `y`) of `step` shows, and the window the frame showed
+    /// there, checked against the windows as they stand now.
+    async fn point(
+        &self,
+        at: &str,
+        step: &ComputerAction,
+        x: Option<i64>,
+        y: Option<i64>,
+        xs: &str,
+    ) -> Result<Target, ToolError> {
+        let name = action_name(step.action);
+        let frame_id = need(at, "frame", name, &step.frame)?;
+        let (fx, fy) = match (x, y) {
+            (Some(x), Some(y)) => (x, y),
+            _ => {
+                return Err(ToolError::invalid_input(format!(
+                    "{at}.{xs}: required for {name}"
+                )));
+            }
+        };
+        let frame = self
+            .state
+            .frames
+            .lock()
+            .map_err(|_| ToolError::new(ErrorCode::Internal, "frame store lock poisoned"))?
+            .get(frame_id)
+            .cloned()
+            .map_err(tool_error)?;
+        let (sx, sy) = frame
+            .to_screen(fx, fy)
+            .map_err(|e| ToolError::invalid_input(format!("{at}: {e}")))?;
+        let then = frame.window_at(sx, sy).cloned();
+        let now = self.windows().await?;
+        let top = now.iter().find(|w| w.rect.contains(sx, sy));
+        let stale = |why: String| {
+            ToolError::new(
+                ErrorCode::NotFound,
+                format!("{why} since frame {frame_id}; take a new screenshot"),
+            )
+        };
+        match then {
+            Some(w) => {
+                let Some(cur) = now.iter().find(|c| c.id == w.id) else {
+                    return Err(stale(format!(
+                        "window {} {} has closed",
+                        w.handle(),
+                        quoted(&w.title)
+                    )));
+                };
+                if cur.rect != w.rect {
+                    return Err(stale(format!(
+                        "window {} {} moved or was resized (was {}, now {})",
+                        w.handle(),
+                        quoted(&w.title),
+                        w.rect,
+                        cur.rect
+                    )));
+                }
+                if let Some(t) = top.filter(|t| t.id != w.id) {
+                    return Err(stale(format!(
+                        "window {} {} now covers ({fx}, {fy}) of window {}",
+                        t.handle(),
+                        quoted(&t.title),
+                        w.handle()
+                    )));
+                }
+                Ok(Target {
+                    x: sx,
+                    y: sy,
+                    window: Some(cur.clone()),
+                })
+            }
+            None => {
+                if let Some(t) = top {
+                    return Err(stale(format!(
+                        "window {} {} now lies at ({fx}, {fy}), where the frame showed no window",
+                        t.handle(),
+                        quoted(&t.title)
+                    )));
+                }
+                Ok(Target {
+                    x: sx,
+                    y: sy,
+                    window: None,
+                })
+            }
+        }
+    }
+
+    fn where_(t: &Target) -> String {
+        match &t.window {
+            Some(w) => format!("{},{} in {} {}", t.x, t.y, w.handle(), quoted(&w.title)),
+            None => format!("{},{} on the desktop", t.x, t.y),
+        }
+    }
+
+    async fn click(
+        &mut self,
+        x: i32,
+        y: i32,
+        button: Button,
+        times: usize,
+    ) -> Result<(), ToolError> {
+        blocking(self.state, move |d| {
+            d.move_to(x, y)?;
+            for _ in 0..times {
+                d.button(button, true)?;
+                d.button(button, false)?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(tool_error)?;
+        self.note_pointer().await;
+        Ok(())
+    }
+
+    /// The control `r` names, its window as it is now, and where the control is now.
+    async fn control(
+        &self,
+        at: &str,
+        r: &str,
+    ) -> Result<(Control, WindowInfo, Option<desktop::model::Rect>), ToolError> {
+        let (window_id, control) = {
+            let refs = self
+                .state
+                .refs
+                .lock()
+                .map_err(|_| ToolError::new(ErrorCode::Internal, "ref store lock poisoned"))?;
+            let (w, c) = refs
+                .get(r)
+                .map_err(|e| ToolError::new(error_code(&e), format!("{at}.ref: {e}")))?;
+            (w, c.clone())
+        };
+        let now = self.windows().await?;
+        let w = now
+            .iter()
+            .find(|w| w.id == window_id)
+            .cloned()
+            .ok_or_else(|| {
+                ToolError::new(
+                    ErrorCode::NotFound,
+                    format!("{at}.ref: the window of `{r}` has closed"),
+                )
+            })?;
+        let rect = self
+            .desktop()
+            .locate(&control.handle)
+            .await
+            .map_err(|e| ToolError::new(error_code(&e), format!("{at}.ref `{r}`: {e}")))?;
+        Ok((control, w, rect))
+    }
+
+    async fn keyboard_target(&self) -> Result<Option<WindowInfo>, ToolError> {
+        if let Some(t) = self.last_pointer_step {
+            let left = POINTER_SETTLE.saturating_sub(t.elapsed());
+            if !left.is_zero() {
+                tokio::time::sleep(left).await;
+            }
+        }
+        Ok(self.windows().await?.into_iter().find(|w| w.focused))
+    }
+
+    async fn step(&mut self, i: usize, step: &ComputerAction) -> Result<Done, ToolError> {
+        let at = tool_api::check::index("", "actions", i);
+        let at = at.trim_start_matches('.');
+        let name = action_name(step.action);
+        match step.action {
+            Action::Click | Action::DoubleClick | Action::Move => {
+                let t = self.point(at, step, step.x, step.y, "x").await?;
+                self.authorize(ComputerOperation::Pointer, t.window.as_ref())?;
+                let button = match step.button {
+                    Some(ComputerActionButton::Right) => Button::Right,
+                    Some(ComputerActionButton::Middle) => Button::Middle,
+                    _ => Button::Left,
+                };
+                let times = match step.action {
+                    Action::Click => 1,
+                    Action::DoubleClick => 2,
+                    _ => 0,
+                };
+                self.click(t.x, t.y, button, times).await?;
+                Ok(Done {
+                    route: "pointer",
+                    line: format!("{name} at {}", Self::where_(&t)),
+                })
+            }
+            Action::Drag => {
+                let from = self.point(at, step, step.x, step.y, "x").await?;
+                let to = self.point(at, step, step.to_x, step.to_y, "to_x").await?;
+                self.authorize(ComputerOperation::Pointer, from.window.as_ref())?;
+                if to.window.as_ref().map(|w| w.id) != from.window.as_ref().map(|w| w.id) {
+                    self.authorize(ComputerOperation::Pointer, to.window.as_ref())?;
+                }
+                let (fx, fy, tx, ty) = (from.x, from.y, to.x, to.y);
+                blocking(self.state, move |d| {
+                    d.move_to(fx, fy)?;
+                    d.button(Button::Left, true)?;
+                    // In steps, so the application sees a drag rather than a jump.
+                    for k in 1..=8 {
+                        d.move_to(fx + (tx - fx) * k / 8, fy + (ty - fy) * k / 8)?;
+                        std::thread::sleep(Duration::from_millis(4));
+                    }
+                    d.button(Button::Left, false)
+                })
+                .await
+                .map_err(tool_error)?;
+                self.note_pointer().await;
+                Ok(Done {
+                    route: "pointer",
+                    line: format!("drag from {} to {}", Self::where_(&from), Self::where_(&to)),
+                })
+            }
+            Action::Scroll => {
+                let (dx, dy) = (step.dx.unwrap_or(0), step.dy.unwrap_or(0));
+                if dx == 0 && dy == 0 {
+                    return Err(ToolError::invalid_input(format!(
+                        "{at}.dy: scroll needs dx or dy"
+                    )));
+                }
+                let t = if step.frame.is_some() {
+                    self.point(at, step, step.x, step.y, "x").await?
+                } else {
+                    let (x, y) = blocking(self.state, |d| d.pointer())
+                        .await
+                        .map_err(tool_error)?;
+                    let window = self
+                        .windows()
+                        .await?
+                        .into_iter()
+                        .find(|w| w.rect.contains(x, y));
+                    Target { x, y, window }
+                };
+                self.authorize(ComputerOperation::Pointer, t.window.as_ref())?;
+                let (x, y) = (t.x, t.y);
+                let (dx, dy) = (
+                    i32::try_from(dx).unwrap_or(0),
+                    i32::try_from(dy).unwrap_or(0),
+                );
+                blocking(self.state, move |d| {
+                    d.move_to(x, y)?;
+                    d.wheel(dx, dy)
+                })
+                .await
+                .map_err(tool_error)?;
+                self.note_pointer().await;
+                Ok(Done {
+                    route: "pointer",
+                    line: format!("scroll {dx},{dy} at {}", Self::where_(&t)),
+                })
+            }
+            Action::ClickRef => {
+                let r = need(at, "ref", name, &step.r#ref)?;
+                let (control, w, rect) = self.control(at, r).await?;
+                self.authorize(ComputerOperation::Pointer, Some(&w))?;
+                let what = format!("{r} {}", control_line(&control));
+                if control.can_press {
+                    match self.desktop().press(&control.handle).await {
+                        Ok(action) => {
+                            return Ok(Done {
+                                route: "action",
+                                line: format!("click_ref {what}: its action `{action}`"),
+                            });
+                        }
+                        Err(e) if rect.is_none() => return Err(tool_error(e)),
+                        Err(_) => {}
+                    }
+                }
+                let Some(rect) = rect else {
+                    return Err(ToolError::new(
+                        ErrorCode::NotFound,
+                        format!(
+                            "{at}.ref `{r}`: the control has no action and no position on the screen"
+                        ),
+                    ));
+                };
+                let (x, y) = rect.centre();
+                let top = self
+                    .windows()
+                    .await?
+                    .into_iter()
+                    .find(|o| o.rect.contains(x, y));
+                if top.as_ref().map(|t| t.id) != Some(w.id) {
+                    return Err(ToolError::new(
+                        ErrorCode::NotFound,
+                        format!(
+                            "{at}.ref `{r}`: the control is covered by another window; focus its window first"
+                        ),
+                    ));
+                }
+                self.click(x, y, Button::Left, 1).await?;
+                Ok(Done {
+                    route: "pointer",
+                    line: format!("click_ref {what}: clicked at {x},{y}"),
+                })
+            }
+            Action::SetValue => {
+                let r = need(at, "ref", name, &step.r#ref)?;
+                let text = need(at, "text", name, &step.text)?;
+                let (control, w, _) = self.control(at, r).await?;
+                self.authorize(ComputerOperation::Pointer, Some(&w))?;
+                if !control.can_set {
+                    return Err(ToolError::invalid_input(format!(
+                        "{at}.ref `{r}` ({}) cannot be set; click it and type instead",
+                        control_line(&control)
+                    )));
+                }
+                let how = self
+                    .desktop()
+                    .set_value(&control.handle, text, true)
+                    .await
+                    .map_err(|e| ToolError::new(error_code(&e), format!("{at}.ref `{r}`: {e}")))?;
+                Ok(Done {
+                    route: "action",
+                    line: format!("set_value {r} {} to {} ({how})", control.role, quoted(text)),
+                })
+            }
+            Action::Focus => {
+                if let Some(r) = &step.r#ref {
+                    let (control, w, _) = self.control(at, r).await?;
+                    self.authorize(ComputerOperation::Pointer, Some(&w))?;
+                    let id = w.id;
+                    blocking(self.state, move |d| d.activate(id))
+                        .await
+                        .map_err(tool_error)?;
+                    self.desktop()
+                        .focus_control(&control.handle)
+                        .await
+                        .map_err(tool_error)?;
+                    return Ok(Done {
+                        route: "action",
+                        line: format!("focus {r} {}", control_line(&control)),
+                    });
+                }
+                let handle = step.window.as_deref().ok_or_else(|| {
+                    ToolError::invalid_input(format!("{at}.window: focus needs a window or a ref"))
+                })?;
+                let w = target_window(&self.windows().await?, Some(handle))?;
+                self.authorize(ComputerOperation::Pointer, Some(&w))?;
+                let id = w.id;
+                blocking(self.state, move |d| d.activate(id))
+                    .await
+                    .map_err(tool_error)?;
+                Ok(Done {
+                    route: "window manager",
+                    line: format!("focus {}", window_line(&w)),
+                })
+            }
+            Action::Wait => {
+                let ms = *need(at, "ms", name, &step.ms)?;
+                self.authorize(ComputerOperation::Pointer, None)?;
+                tokio::time::sleep(Duration::from_millis(u64::try_from(ms).unwrap_or(0))).await;
+                Ok(Done {
+                    route: "wait",
+                    line: format!("waited {ms} ms"),
+                })
+            }
+            Action::Type => {
+                let text = need(at, "text", name, &step.text)?.clone();
+                let w = self.keyboard_target().await?;
+                self.authorize(ComputerOperation::Keyboard, w.as_ref())?;
+                let n = text.chars().count();
+                blocking(self.state, move |d| d.type_text(&text))
+                    .await
+                    .map_err(|e| ToolError::new(error_code(&e), format!("{at}.text: {e}")))?;
+                Ok(Done {
+                    route: "keyboard",
+                    line: format!("typed {n} character(s) into {}", focused(w.as_ref())),
+                })
+            }
+            Action::Keypress => {
+                let keys = need(at, "keys", name, &step.keys)?;
+                let chord = desktop::keys::parse_chord(keys)
+                    .map_err(|e| ToolError::invalid_input(format!("{at}.{e}")))?;
+                let w = self.keyboard_target().await?;
+                self.authorize(ComputerOperation::Keyboard, w.as_ref())?;
+                blocking(self.state, move |d| d.chord(&chord))
+                    .await
+                    .map_err(|e| ToolError::new(error_code(&e), format!("{at}.keys: {e}")))?;
+                Ok(Done {
+                    route: "keyboard",
+                    line: format!("pressed {keys} in {}", focused(w.as_ref())),
+                })
+            }
+            Action::ReadClipboard => {
+                self.authorize(ComputerOperation::ReadClipboard, None)?;
+                let Some(text) = blocking(self.state, |d| d.read_clipboard())
+                    .await
+                    .map_err(tool_error)?
+                else {
+                    return Ok(Done {
+                        route: "clipboard",
+                        line: "read_clipboard: the clipboard holds no text".into(),
+                    });
+                };
+                let total = text.chars().count();
+                let mut shown: String = text.chars().take(CLIPBOARD_SHOWN).collect();
+                if total > CLIPBOARD_SHOWN {
+                    let _ = write!(
+                        shown,
+                        "\n[… {} more characters not shown]",
+                        total - CLIPBOARD_SHOWN
+                    );
+                }
+                Ok(Done {
+                    route: "clipboard",
+                    line: format!("read_clipboard ({total} characters):\n{shown}"),
+                })
+            }
+            Action::WriteClipboard => {
+                let text = need(at, "text", name, &step.text)?.clone();
+                self.authorize(ComputerOperation::WriteClipboard, None)?;
+                let n = text.chars().count();
+                blocking(self.state, move |d| d.write_clipboard(&text))
+                    .await
+                    .map_err(tool_error)?;
+                Ok(Done {
+                    route: "clipboard",
+                    line: format!("write_clipboard: {n} character(s)"),
+                })
+            }
+        }
+    }
+
+    /// Checks `v` until it holds or its time runs out; returns whether it held and the state
+    /// seen last, as lines.
+    async fn verify(&self, v: &Verify) -> Result<(bool, String), ToolError> {
+        let timeout = v
+            .timeout_ms
+            .and_then(|t| u64::try_from(t).ok())
+            .unwrap_or(VERIFY_DEFAULT_MS);
+        let deadline = Instant::now() + Duration::from_millis(timeout);
+        let wanted = v.text.as_str();
+        loop {
+            let windows = self.windows().await?;
+            let seen: Vec<&WindowInfo> = windows
+                .iter()
+                .filter(|w| self.cx.permits(actions::OBSERVE, &resource(w)))
+                .collect();
+            let (held, state) = match v.until {
+                VerifyUntil::Foreground => {
+                    let f = seen.iter().find(|w| w.focused);
+                    let ok = f.is_some_and(|w| w.title.contains(wanted));
+                    (
+                        ok,
+                        f.map_or("no window has the focus".into(), |w| {
+                            format!("focused: {}", window_line(w))
+                        }),
+                    )
+                }
+                VerifyUntil::WindowOpen => match seen.iter().find(|w| w.title.contains(wanted)) {
+                    Some(w) => (true, window_line(w)),
+                    None => (
+                        false,
+                        format!("no window title contains {}", quoted(wanted)),
+                    ),
+                },
+                VerifyUntil::WindowClosed => match seen.iter().find(|w| w.title.contains(wanted)) {
+                    Some(w) => (false, format!("still open: {}", window_line(w))),
+                    None => (true, format!("no window title contains {}", quoted(wanted))),
+                },
+                VerifyUntil::ControlAppears | VerifyUntil::ControlGone => {
+                    let w = target_window(&windows, v.window.as_deref())?;
+                    self.cx.authorize(actions::OBSERVE, &resource(&w), ())?;
+                    let found = self
+                        .state
+                        .desktop
+                        .controls(&w, generated::desktop::limits::observe::MAX_CONTROLS)
+                        .await
+                        .map_err(tool_error)?;
+                    let hit = found.iter().position(|c| {
+                        c.name.contains(wanted)
+                            || c.value.as_deref().is_some_and(|t| t.contains(wanted))
+                    });
+                    let line = hit.map(|i| control_line(&found[i]));
+                    let generation = self
+                        .state
+                        .refs
+                        .lock()
+                        .map_err(|_| {
+                            ToolError::new(ErrorCode::Internal, "ref store lock poisoned")
+                        })?
+                        .replace(w.id, found);
+                    let appears = matches!(v.until, VerifyUntil::ControlAppears);
+                    match (hit, line) {
+                        (Some(i), Some(line)) => (
+                            appears,
+                            format!(
+                                "{} {line} (refs are now r{generation}.*)",
+                                Refs::name(generation, i)
+                            ),
+                        ),
+                        _ => (
+                            !appears,
+                            format!(
+                                "no control of {} {} is named {}",
+                                w.handle(),
+                                quoted(&w.title),
+                                quoted(wanted)
+                            ),
+                        ),
+                    }
+                }
+            };
+            if held || Instant::now() >= deadline {
+                return Ok((held, state));
+            }
+            tokio::time::sleep(VERIFY_POLL).await;
+        }
+    }
+}
+
+fn focused(w: Option<&WindowInfo>) -> String {
+    w.map_or("the focused window (none)".into(), |w| {
+        format!("{} {}", w.handle(), quoted(&w.title))
+    })
+}
+
+pub(super) async fn run(
+    state: Arc<State>,
+    cx: &CallContext,
+    args: ComputerArgs,
+) -> Result<Reply<ComputerOutput>, ToolError> {
+    let _only_batch = state.batch.lock().await;
+    let mut batch = Batch {
+        state: &state,
+        cx,
+        pointer: None,
+        last_pointer_step: None,
+    };
+    if state.yield_to_user {
+        batch.pointer = blocking(&state, |d| d.pointer()).await.ok();
+    }
+    let total = args.actions.len();
+    let mut steps = Vec::with_capacity(total);
+    let mut text = String::new();
+    let mut stopped = false;
+    for (i, step) in args.actions.iter().enumerate() {
+        if i > 0
+            && state.yield_to_user
+            && let Some(why) = batch.user_active().await
+        {
+            let _ = writeln!(text, "step {} not run: {why}", i + 1);
+            steps.push(StepResult {
+                index: i64::try_from(i).unwrap_or(0),
+                ok: false,
+                note: Some(why),
+                route: None,
+            });
+            stopped = true;
+            break;
+        }
+        match batch.step(i, step).await {
+            Ok(done) => {
+                let _ = writeln!(text, "step {} ok ({}): {}", i + 1, done.route, done.line);
+                steps.push(StepResult {
+                    index: i64::try_from(i).unwrap_or(0),
+                    ok: true,
+                    note: None,
+                    route: Some(done.route.to_string()),
+                });
+            }
+            Err(e) => {
+                let why = format!("{}: {}", e.code.as_str(), e.message);
+                let _ = writeln!(
+                    text,
+                    "step {} FAILED ({}): {why}",
+                    i + 1,
+                    action_name(step.action)
+                );
+                steps.push(StepResult {
+                    index: i64::try_from(i).unwrap_or(0),
+                    ok: false,
+                    note: Some(why),
+                    route: None,
+                });
+                stopped = true;
+                break;
+            }
+        }
+    }
+    let completed = steps.iter().filter(|s| s.ok).count();
+    if stopped && completed + 1 < total {
+        let _ = writeln!(text, "steps {}-{total} not run", completed + 2);
+    }
+    let mut verified = None;
+    if let (Some(v), false) = (&args.verify, stopped) {
+        match batch.verify(v).await {
+            Ok((held, state)) => {
+                let _ = writeln!(
+                    text,
+                    "verify {} {}: {}",
+                    v.until.as_str(),
+                    if held { "ok" } else { "FAILED (timed out)" },
+                    state
+                );
+                verified = Some(held);
+            }
+            Err(e) => {
+                let _ = writeln!(text, "verify FAILED: {}: {}", e.code.as_str(), e.message);
+                verified = Some(false);
+            }
+        }
+    }
+    let output = ComputerOutput {
+        completed: i64::try_from(completed).unwrap_or(0),
+        steps,
+        verified,
+    };
+    let mut reply = Reply::rendered(output, text);
+    reply.failed = completed == 0;
+    Ok(reply)
+}

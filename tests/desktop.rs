@@ -1,0 +1,665 @@
+//! The Desktop connector end to end: a real gantry serving `desktop` over stdio to a real MCP
+//! client, driving a GTK3 fixture app (tests/desktop/app.py, reachable over AT-SPI) on the X
+//! display the suite runs on. `tests/run` starts one (tests/desktop/session: Xvfb and openbox,
+//! under dbus-run-session) and requires these tests to run; elsewhere without a display they
+//! say they checked nothing. They share one screen, so they take turns.
+
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::CallToolResult;
+use rmcp::service::RunningService;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::support::{Sandbox, call, facts, is_error, text, workspace};
+
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Whether there is a display to test on; where `tests/run` made one, there must be.
+fn display() -> bool {
+    let here = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
+    if !here {
+        assert_ne!(
+            std::env::var("GANTRY_TEST_DESKTOP").as_deref(),
+            Ok("required"),
+            "tests/run started an X display, yet DISPLAY is not set"
+        );
+        eprintln!(
+            "no X display: the desktop tests checked nothing (tests/run runs them under Xvfb)"
+        );
+    }
+    here
+}
+
+/// The fixture app, and every line it printed so far.
+struct App {
+    title: String,
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    seen: Vec<String>,
+}
+
+impl App {
+    async fn start(name: &str, extra: &[&str]) -> App {
+        let title = format!("gantry fixture {name} {}", std::process::id());
+        let mut child = tokio::process::Command::new("/usr/bin/python3")
+            .arg(workspace("tests/desktop/app.py"))
+            .arg(&title)
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut app = App {
+            title,
+            child,
+            lines,
+            seen: Vec::new(),
+        };
+        app.expect("ready").await;
+        app
+    }
+
+    /// The next line starting with `prefix` (within 5 s).
+    async fn expect(&mut self, prefix: &str) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let line = tokio::time::timeout_at(deadline, self.lines.next_line())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "the app never printed {prefix:?}; it printed {:?}",
+                        self.seen
+                    )
+                })
+                .unwrap()
+                .unwrap_or_else(|| panic!("the app ended; it printed {:?}", self.seen));
+            self.seen.push(line.clone());
+            if line.starts_with(prefix) {
+                return line;
+            }
+        }
+    }
+
+    /// Whether the app printed a line starting with `prefix` within `ms`.
+    async fn printed_within(&mut self, prefix: &str, ms: u64) -> bool {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+        while let Ok(Ok(Some(line))) =
+            tokio::time::timeout_at(deadline, self.lines.next_line()).await
+        {
+            self.seen.push(line.clone());
+            if line.starts_with(prefix) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Where control `name` is (screen pixels), as the app last said.
+    fn geom(&self, name: &str) -> (i64, i64, i64, i64) {
+        let line = self
+            .seen
+            .iter()
+            .rev()
+            .find(|l| l.starts_with(&format!("geom {name} ")))
+            .unwrap();
+        let v: Vec<i64> = line
+            .split(' ')
+            .skip(2)
+            .map(|n| n.parse().unwrap())
+            .collect();
+        (v[0], v[1], v[2], v[3])
+    }
+
+    fn centre(&self, name: &str) -> (i64, i64) {
+        let (x, y, w, h) = self.geom(name);
+        (x + w / 2, y + h / 2)
+    }
+}
+
+async fn desktop(sb: &Sandbox, extra: &[&str]) -> RunningService<RoleClient, ()> {
+    let mut args = vec!["--connector", "desktop"];
+    args.extend_from_slice(extra);
+    sb.stdio(&args).await
+}
+
+async fn computer(client: &RunningService<RoleClient, ()>, actions: Value) -> CallToolResult {
+    call(client, "computer", json!({ "actions": actions })).await
+}
+
+/// The id of the window titled `title`, from observe's window list.
+async fn window_id(client: &RunningService<RoleClient, ()>, title: &str) -> String {
+    let r = call(client, "observe", json!({ "what": "windows" })).await;
+    let t = text(&r);
+    let line = t
+        .lines()
+        .find(|l| l.contains(&format!("\"{title}\"")))
+        .unwrap_or_else(|| panic!("{title} not listed: {t}"));
+    line.split(' ').next().unwrap().to_string()
+}
+
+/// The ref of the first control whose line contains `what`, from a controls snapshot.
+fn ref_of(snapshot: &str, what: &str) -> String {
+    let line = snapshot
+        .lines()
+        .find(|l| l.contains(what))
+        .unwrap_or_else(|| panic!("no control {what} in {snapshot}"));
+    line.trim_start().split(' ').next().unwrap().to_string()
+}
+
+async fn controls(client: &RunningService<RoleClient, ()>, window: &str) -> String {
+    let r = call(
+        client,
+        "observe",
+        json!({ "what": "controls", "window": window }),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    text(&r)
+}
+
+/// A whole-screen screenshot's frame id (the screen is 1280×800: not scaled).
+async fn frame(client: &RunningService<RoleClient, ()>) -> String {
+    let r = call(client, "observe", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    facts(&r)["frame"].as_str().unwrap().to_string()
+}
+
+fn xdotool(args: &[&str]) {
+    let st = std::process::Command::new("xdotool")
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(st.success(), "xdotool {args:?}");
+}
+
+#[tokio::test]
+async fn observe_lists_the_window_its_controls_and_takes_screenshots() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let app = App::start("observe", &[]).await;
+    let sb = Sandbox::new();
+    let client = desktop(&sb, &[]).await;
+    let id = window_id(&client, &app.title).await;
+    let listing = text(&call(&client, "observe", json!({ "what": "windows" })).await);
+    let line = listing.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(
+        line.contains("app \"app.py\"")
+            && line.contains(&format!("pid {}", app.child.id().unwrap())),
+        "{line}"
+    );
+
+    let snap = controls(&client, &id).await;
+    for want in [
+        "button \"Press me\"",
+        "text \"Message\" = \"\"",
+        "check box \"Agree\"",
+        "slider \"Level\" = \"0\"",
+        "label \"status: idle\"",
+    ] {
+        assert!(snap.contains(want), "{want} missing from {snap}");
+    }
+    assert!(ref_of(&snap, "Press me").starts_with('r'), "{snap}");
+
+    // The whole screen: one frame, PNG, not scaled.
+    let r = call(&client, "observe", json!({})).await;
+    let f = facts(&r);
+    assert_eq!(
+        (f["width"].as_i64(), f["height"].as_i64()),
+        (Some(1280), Some(800)),
+        "{f}"
+    );
+    assert!(
+        text(&r).starts_with(&format!(
+            "frame {}: the screen",
+            f["frame"].as_str().unwrap()
+        )),
+        "{}",
+        text(&r)
+    );
+    let image = r.content.iter().find_map(|c| c.as_image()).unwrap();
+    assert_eq!(image.mime_type, "image/png");
+    let png =
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &image.data).unwrap();
+    let shot = image::load_from_memory(&png).unwrap().to_rgba8();
+    assert_eq!(shot.dimensions(), (1280, 800));
+    // The pixels are the screen's: the fixture's window is not the background's colour.
+    let (x, y) = app.centre("button");
+    let bg = *shot.get_pixel(2, 790);
+    assert_ne!(*shot.get_pixel(x as u32, y as u32), bg);
+
+    // One window: its own size, and a frame of its own.
+    let r = call(&client, "observe", json!({ "window": id })).await;
+    let f = facts(&r);
+    assert!(
+        f["width"].as_i64().unwrap() < 1280 && f["height"].as_i64().unwrap() < 800,
+        "{f}"
+    );
+    assert!(text(&r).contains(&format!("window {id}")), "{}", text(&r));
+
+    // Bad targets are named.
+    let r = call(
+        &client,
+        "observe",
+        json!({ "what": "controls", "window": "0x7" }),
+    )
+    .await;
+    assert!(
+        is_error(&r) && text(&r).contains("window `0x7` is not open"),
+        "{}",
+        text(&r)
+    );
+    let r = call(&client, "observe", json!({ "window": "main" })).await;
+    assert!(
+        is_error(&r) && text(&r).contains("`main` is not a window id"),
+        "{}",
+        text(&r)
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn click_ref_presses_the_button_and_verify_sees_the_label_change() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut app = App::start("click", &[]).await;
+    let sb = Sandbox::new();
+    let client = desktop(&sb, &[]).await;
+    let id = window_id(&client, &app.title).await;
+    let snap = controls(&client, &id).await;
+    let button = ref_of(&snap, "\"Press me\"");
+    let r = call(
+        &client,
+        "computer",
+        json!({
+            "actions": [{ "action": "click_ref", "ref": button }],
+            "verify": { "until": "control_appears", "text": "status: clicked 1", "window": id }
+        }),
+    )
+    .await;
+    let t = text(&r);
+    assert!(
+        t.contains("step 1 ok (action): click_ref") && t.contains("verify control_appears ok"),
+        "{t}"
+    );
+    assert_eq!(facts(&r)["verified"], true, "{t}");
+    assert_eq!(facts(&r)["completed"], 1);
+    app.expect("clicked 1").await;
+
+    // The same button by coordinates on a screenshot.
+    let f = frame(&client).await;
+    let (x, y) = app.centre("button");
+    let r = computer(
+        &client,
+        json!([{ "action": "click", "frame": f, "x": x, "y": y }]),
+    )
+    .await;
+    assert!(
+        text(&r).contains("step 1 ok (pointer): click at"),
+        "{}",
+        text(&r)
+    );
+    app.expect("clicked 2").await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn typed_unicode_reaches_the_entry_and_reads_back() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut app = App::start("type", &[]).await;
+    let sb = Sandbox::new();
+    let client = desktop(&sb, &[]).await;
+    let id = window_id(&client, &app.title).await;
+    let entry = ref_of(&controls(&client, &id).await, "text \"Message\"");
+    let typed = "Grüße, €5 → 😀 ok";
+    let r = computer(
+        &client,
+        json!([{ "action": "focus", "ref": entry }, { "action": "type", "text": typed }]),
+    )
+    .await;
+    assert!(
+        !is_error(&r) && text(&r).contains("step 2 ok (keyboard): typed 16 character(s)"),
+        "{}",
+        text(&r)
+    );
+    app.expect(&format!("entry {typed}")).await;
+    let snap = controls(&client, &id).await;
+    assert!(
+        snap.contains(&format!("text \"Message\" = \"{typed}\"")),
+        "{snap}"
+    );
+
+    // set_value replaces the text through the control itself.
+    let entry = ref_of(&snap, "text \"Message\"");
+    let r = computer(
+        &client,
+        json!([{ "action": "set_value", "ref": entry, "text": "replaced ✓" }]),
+    )
+    .await;
+    assert!(
+        text(&r).contains("step 1 ok (action): set_value"),
+        "{}",
+        text(&r)
+    );
+    app.expect("entry replaced ✓").await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn drag_scroll_and_a_key_chord_reach_the_app() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut app = App::start("pointer", &[]).await;
+    let sb = Sandbox::new();
+    let client = desktop(&sb, &[]).await;
+    let f = frame(&client).await;
+    let (sx, sy, sw, sh) = app.geom("slider");
+    let (rx, ry) = app.centre("rows");
+    let r = computer(
+        &client,
+        json!([
+            { "action": "drag", "frame": f, "x": sx + 4, "y": sy + sh / 2, "to_x": sx + sw / 2, "to_y": sy + sh / 2 },
+            { "action": "scroll", "frame": f, "x": rx, "y": ry, "dy": 5 },
+            { "action": "keypress", "keys": "ctrl+shift+k" }
+        ]),
+    )
+    .await;
+    let t = text(&r);
+    assert_eq!(facts(&r)["completed"], 3, "{t}");
+    // The slider follows the drag through its steps: wait for where it ends.
+    loop {
+        let level = app.expect("level ").await;
+        if level.rsplit(' ').next().unwrap().parse::<i64>().unwrap() >= 20 {
+            break;
+        }
+    }
+    assert!(
+        app.printed_within("scrolled ", 3000).await,
+        "{:?}",
+        app.seen
+    );
+    assert!(app.printed_within("chord", 3000).await, "{:?}", app.seen);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_clipboard_round_trips_with_other_programs() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let sb = Sandbox::new();
+    let client = desktop(&sb, &[]).await;
+    let r = computer(
+        &client,
+        json!([{ "action": "write_clipboard", "text": "from gantry ✓" }]),
+    )
+    .await;
+    assert!(text(&r).contains("step 1 ok (clipboard)"), "{}", text(&r));
+    let out = tokio::process::Command::new("xclip")
+        .args(["-selection", "clipboard", "-o"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from gantry ✓");
+
+    let mut xclip = tokio::process::Command::new("xclip")
+        .args(["-selection", "clipboard", "-i", "-quiet"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stdin = xclip.stdin.take().unwrap();
+        stdin
+            .write_all("from elsewhere ✓".as_bytes())
+            .await
+            .unwrap();
+    }
+    // xclip owns the clipboard once it has read its input.
+    let mut seen = String::new();
+    for _ in 0..50 {
+        let r = computer(&client, json!([{ "action": "read_clipboard" }])).await;
+        seen = text(&r);
+        if seen.contains("from elsewhere ✓") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        seen.contains("read_clipboard (16 characters):\nfrom elsewhere ✓"),
+        "{seen}"
+    );
+    xclip.kill().await.unwrap();
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stale_ref_and_a_moved_window_fail_their_step_and_stop_the_batch() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut app = App::start("stale", &[]).await;
+    let sb = Sandbox::new();
+    let client = desktop(&sb, &[]).await;
+    let id = window_id(&client, &app.title).await;
+    let old = ref_of(&controls(&client, &id).await, "\"Press me\"");
+    let _newer = controls(&client, &id).await;
+    let r = computer(
+        &client,
+        json!([{ "action": "click_ref", "ref": old }, { "action": "keypress", "keys": "ctrl+shift+k" }]),
+    )
+    .await;
+    let t = text(&r);
+    assert!(
+        t.contains(&format!(
+            "step 1 FAILED (click_ref): NOT_FOUND: actions[0].ref: ref `{old}` is stale"
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains("steps 2-2 not run") || t.contains("steps 2-2"),
+        "{t}"
+    );
+    assert!(is_error(&r));
+    assert!(!app.printed_within("clicked", 300).await);
+
+    // A frame taken before the window moved: a click planned on it fails, nothing is clicked.
+    let f = frame(&client).await;
+    let (x, y) = app.centre("button");
+    xdotool(&["windowmove", &id, "420", "260"]);
+    app.expect("ready").await;
+    let r = computer(
+        &client,
+        json!([{ "action": "wait", "ms": 1 }, { "action": "click", "frame": f, "x": x, "y": y }]),
+    )
+    .await;
+    let t = text(&r);
+    assert!(t.contains("step 1 ok (wait)"), "{t}");
+    assert!(
+        t.contains("step 2 FAILED (click): NOT_FOUND: window")
+            && t.contains("moved or was resized"),
+        "{t}"
+    );
+    assert!(!is_error(&r), "one step succeeded: {t}");
+    assert!(!app.printed_within("clicked", 300).await);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn read_only_keeps_observe_and_refuses_typing() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut app = App::start("readonly", &[]).await;
+    let sb = Sandbox::new();
+    let client = desktop(&sb, &["--read-only"]).await;
+    let id = window_id(&client, &app.title).await;
+    assert!(controls(&client, &id).await.contains("Press me"));
+    frame(&client).await;
+    let r = computer(
+        &client,
+        json!([{ "action": "read_clipboard" }, { "action": "type", "text": "nope" }]),
+    )
+    .await;
+    let t = text(&r);
+    assert!(
+        t.contains("step 2 FAILED (type): PERMISSION_DENIED") && t.contains("read-only"),
+        "{t}"
+    );
+    assert!(!app.printed_within("entry", 300).await);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn control_off_refuses_pointer_steps_one_by_one() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut app = App::start("nocontrol", &[]).await;
+    let sb = Sandbox::new();
+    sb.config("[permissions]\ncontrol = false\n");
+    let client = desktop(&sb, &[]).await;
+    let f = frame(&client).await;
+    let (x, y) = app.centre("button");
+    let r = computer(
+        &client,
+        json!([
+            { "action": "write_clipboard", "text": "allowed" },
+            { "action": "click", "frame": f, "x": x, "y": y },
+            { "action": "read_clipboard" }
+        ]),
+    )
+    .await;
+    let t = text(&r);
+    assert!(t.contains("step 1 ok (clipboard)"), "{t}");
+    assert!(
+        t.contains("step 2 FAILED (click): PERMISSION_DENIED")
+            && t.contains("`control` permission is off"),
+        "{t}"
+    );
+    assert!(t.contains("steps 3-3 not run"), "{t}");
+    assert_eq!(facts(&r)["completed"], 1);
+    assert!(!app.printed_within("clicked", 300).await);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_user_moving_the_mouse_stops_the_batch_unless_turned_off() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut app = App::start("yield", &[]).await;
+    let (x, y) = app.centre("button");
+    for (config, stops) in [("", true), ("[desktop]\nyield_to_user = false\n", false)] {
+        let sb = Sandbox::new();
+        sb.config(config);
+        let client = desktop(&sb, &[]).await;
+        let f = frame(&client).await;
+        let batch = computer(
+            &client,
+            json!([
+                { "action": "move", "frame": f, "x": 5, "y": 5 },
+                { "action": "wait", "ms": 600 },
+                { "action": "click", "frame": f, "x": x, "y": y }
+            ]),
+        );
+        let user = async {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            xdotool(&["mousemove", "40", "40"]);
+        };
+        let (r, ()) = tokio::join!(batch, user);
+        let t = text(&r);
+        if stops {
+            assert!(
+                t.contains("step 3 not run: the user moved the mouse"),
+                "{t}"
+            );
+            assert!(!app.printed_within("clicked", 300).await);
+        } else {
+            assert!(t.contains("step 3 ok (pointer)"), "{t}");
+            app.expect("clicked").await;
+        }
+        client.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_policy_hides_an_app_from_lists_and_screenshots_and_refuses_its_input() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut app = App::start("policy", &[]).await;
+    let sb = Sandbox::new();
+    let policies = sb.path("policies");
+    std::fs::create_dir_all(&policies).unwrap();
+    std::fs::write(
+        policies.join("no_fixture.cedar"),
+        "@id(\"local.no_fixture\")\n@reason(\"the fixture app is off limits\")\nforbid (principal, action, resource is Window) when { resource.app == \"app.py\" };\n",
+    )
+    .unwrap();
+    let client = desktop(&sb, &["--policies", policies.to_str().unwrap()]).await;
+    let listing = text(&call(&client, "observe", json!({ "what": "windows" })).await);
+    assert!(!listing.contains(&app.title), "{listing}");
+    let r = call(&client, "observe", json!({})).await;
+    assert!(
+        text(&r).contains("1 window(s) a policy hides are blacked out"),
+        "{}",
+        text(&r)
+    );
+    let image = r.content.iter().find_map(|c| c.as_image()).unwrap();
+    let png =
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &image.data).unwrap();
+    let shot = image::load_from_memory(&png).unwrap().to_rgba8();
+    let (x, y) = app.centre("button");
+    assert_eq!(shot.get_pixel(x as u32, y as u32).0, [0, 0, 0, 255]);
+    let f = facts(&r)["frame"].as_str().unwrap().to_string();
+    let r = computer(
+        &client,
+        json!([{ "action": "click", "frame": f, "x": x, "y": y }]),
+    )
+    .await;
+    assert!(
+        text(&r).contains("PERMISSION_DENIED") && text(&r).contains("off limits"),
+        "{}",
+        text(&r)
+    );
+    assert!(!app.printed_within("clicked", 300).await);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_a_display_the_desktop_connector_is_not_served() {
+    let sb = Sandbox::new();
+    let mut cmd = sb.serve(
+        std::path::Path::new(crate::support::gantry()),
+        &["--port", "0"],
+    );
+    cmd.env_remove("DISPLAY").env_remove("WAYLAND_DISPLAY");
+    let server = crate::support::http_server(cmd).await;
+    assert!(server.urls.contains_key("core"));
+    assert!(!server.urls.contains_key("desktop"), "{:?}", server.urls);
+    if display() {
+        let _turn = ONE_AT_A_TIME.lock().await;
+        let server = sb.http(&[]).await;
+        assert!(server.urls.contains_key("desktop"), "{:?}", server.urls);
+    }
+}
