@@ -67,14 +67,17 @@ scroller.get_vadjustment().connect("value-changed", lambda a: say("scrolled %d" 
 box.pack_start(scroller, True, True, 0)
 
 if many:
-    grid = Gtk.FlowBox()
-    grid.set_max_children_per_line(30)
+    # All of them on screen at once (toolkits report only what shows as shown).
+    win.set_default_size(1240, 780)
+    win.move(10, 10)
+    scroller.set_min_content_height(40)
+    css = Gtk.CssProvider()
+    css.load_from_data(b"grid button { padding: 0 2px; min-height: 0; min-width: 0; }")
+    Gtk.StyleContext.add_provider_for_screen(win.get_screen(), css, Gtk.STYLE_PROVIDER_PRIORITY_APPLICATION)
+    grid = Gtk.Grid()
     for i in range(many):
-        grid.add(Gtk.Button(label="b%d" % i))
-    extra = Gtk.ScrolledWindow()
-    extra.set_min_content_height(150)
-    extra.add(grid)
-    box.pack_start(extra, True, True, 0)
+        grid.attach(Gtk.Button(label=str(i)), i % 25, i // 25, 1, 1)
+    box.pack_start(grid, False, False, 0)
 
 accel = Gtk.AccelGroup()
 win.add_accel_group(accel)

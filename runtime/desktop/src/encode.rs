@@ -78,7 +78,7 @@ pub fn encode(img: &RgbaImage, max_dimension: u32) -> Result<Encoded, DesktopErr
             .pixels()
             .flat_map(|p| [p.0[0], p.0[1], p.0[2]])
             .collect();
-        PngEncoder::new_with_quality(&mut data, CompressionType::Fast, FilterType::Adaptive)
+        PngEncoder::new_with_quality(&mut data, CompressionType::Fast, FilterType::Paeth)
             .write_image(&rgb, width, height, image::ExtendedColorType::Rgb8)
             .map_err(failed)?;
         "image/png"
