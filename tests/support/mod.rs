@@ -176,7 +176,7 @@ pub async fn http_server(mut cmd: tokio::process::Command) -> HttpServer {
     let stdout = child.stdout.take().unwrap();
     let mut lines = tokio::io::BufReader::new(stdout).lines();
     let mut urls = HashMap::new();
-    // One line per served connector; on Linux that is `core` only.
+    // One line per served connector: `core`, and `desktop` where a display is reached.
     let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
         .await
         .unwrap()

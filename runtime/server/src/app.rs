@@ -468,6 +468,11 @@ impl App {
                         "[exec] changed in the config file: restart gantry for it to apply".into(),
                     );
                 }
+                if s.desktop_yield_to_user != self.settings.desktop_yield_to_user {
+                    tracing::warn!(
+                        "[desktop] changed in the config file: restart gantry for it to apply"
+                    );
+                }
                 if s.session_redact != self.settings.session_redact
                     || s.session_all_directories != self.settings.session_all_directories
                     || s.session_sources != self.settings.session_sources
