@@ -204,6 +204,9 @@ async fn observe_lists_the_window_its_controls_and_takes_screenshots() {
         assert!(snap.contains(want), "{want} missing from {snap}");
     }
     assert!(ref_of(&snap, "Press me").starts_with('r'), "{snap}");
+    // A password field is listed, its text never read.
+    assert!(snap.contains("password text \"Secret\""), "{snap}");
+    assert!(!snap.contains("hunter2"), "{snap}");
 
     // The whole screen: one frame, PNG, not scaled.
     let r = call(&client, "observe", json!({})).await;
@@ -440,7 +443,7 @@ async fn the_clipboard_round_trips_with_other_programs() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        seen.contains("read_clipboard (16 characters):\nfrom elsewhere ✓"),
+        seen.contains("read_clipboard (16 characters): \"from elsewhere ✓\""),
         "{seen}"
     );
     xclip.kill().await.unwrap();
@@ -643,6 +646,19 @@ async fn a_policy_hides_an_app_from_lists_and_screenshots_and_refuses_its_input(
         text(&r)
     );
     assert!(!app.printed_within("clicked", 300).await);
+    // Keys go to the window with the focus: the fixture has it, so typing is refused too.
+    let r = computer(
+        &client,
+        json!([{ "action": "type", "text": "typed anyway" }]),
+    )
+    .await;
+    assert!(
+        text(&r).contains("step 1 FAILED (type): PERMISSION_DENIED")
+            && text(&r).contains("off limits"),
+        "{}",
+        text(&r)
+    );
+    assert!(!app.printed_within("entry", 300).await);
     client.cancel().await.unwrap();
 }
 

@@ -34,6 +34,12 @@ entry.get_accessible().set_name("Message")
 entry.connect("changed", lambda e: say("entry " + e.get_text()))
 box.pack_start(entry, False, False, 0)
 
+secret = Gtk.Entry()
+secret.set_visibility(False)
+secret.get_accessible().set_name("Secret")
+secret.set_text("hunter2")
+box.pack_start(secret, False, False, 0)
+
 clicks = [0]
 
 

@@ -64,7 +64,7 @@ impl Frame {
     pub fn window_at(&self, x: i32, y: i32) -> Option<&WindowInfo> {
         match self.window {
             Some(id) => self.windows.iter().find(|w| w.id == id),
-            None => self.windows.iter().find(|w| w.rect.contains(x, y)),
+            None => self.windows.iter().find(|w| w.frame.contains(x, y)),
         }
     }
 }
@@ -123,6 +123,7 @@ mod tests {
             app: "app".into(),
             pid: None,
             rect,
+            frame: rect,
             focused: false,
         }
     }

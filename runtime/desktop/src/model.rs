@@ -71,11 +71,25 @@ pub struct WindowInfo {
     pub pid: Option<u32>,
     /// Where it is on the screen (its client area).
     pub rect: Rect,
+    /// Its whole extent with the window manager's decorations (title bar, borders): what
+    /// a click there reaches.
+    pub frame: Rect,
     /// Whether it has the input focus.
     pub focused: bool,
 }
 
 impl WindowInfo {
+    /// The window manager's decorations around `rect`: left, right, top, bottom.
+    pub fn framed(rect: Rect, (left, right, top, bottom): (u32, u32, u32, u32)) -> Rect {
+        let i = |v: u32| i32::try_from(v).unwrap_or(0);
+        Rect {
+            x: rect.x.saturating_sub(i(left)),
+            y: rect.y.saturating_sub(i(top)),
+            w: rect.w.saturating_add(left).saturating_add(right),
+            h: rect.h.saturating_add(top).saturating_add(bottom),
+        }
+    }
+
     /// The id as the model sees it.
     pub fn handle(&self) -> String {
         window_handle(self.id)

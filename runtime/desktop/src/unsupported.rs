@@ -28,6 +28,17 @@ impl Desktop {
     pub fn windows(&self) -> Result<Vec<WindowInfo>, DesktopError> {
         match self.never {}
     }
+    pub fn window_at(
+        &self,
+        _: &[WindowInfo],
+        _: i32,
+        _: i32,
+    ) -> Result<Option<WindowInfo>, DesktopError> {
+        match self.never {}
+    }
+    pub fn focused_window(&self, _: &[WindowInfo]) -> Result<Option<WindowInfo>, DesktopError> {
+        match self.never {}
+    }
     pub fn capture(&self, _: Rect) -> Result<Capture, DesktopError> {
         match self.never {}
     }

@@ -123,6 +123,19 @@ fn warnings_about(s: &Settings) -> Vec<String> {
             need_desktop.push(format!("`{}`", p.name()));
         }
     }
+    let on = |p: generated::Permission| s.permissions.get(p.name()) == Some(&true);
+    if on(generated::Permission::Control)
+        && !on(generated::Permission::Exec)
+        && generated::Permission::Control
+            .spec()
+            .platforms
+            .contains(&platform)
+    {
+        out.push(
+            "`control` is on and `exec` off: a model that can type can still run commands in a terminal window and edit any file you can (gantry's config included); turn `control` off too if that matters"
+                .to_string(),
+        );
+    }
     if !need_desktop.is_empty()
         && let Err(why) = desktop::Desktop::connect()
     {

@@ -53,6 +53,22 @@ impl Desktop {
         Ok(win32::windows())
     }
 
+    pub fn window_at(
+        &self,
+        listed: &[WindowInfo],
+        x: i32,
+        y: i32,
+    ) -> Result<Option<WindowInfo>, DesktopError> {
+        Ok(win32::window_at(listed, x, y))
+    }
+
+    pub fn focused_window(
+        &self,
+        listed: &[WindowInfo],
+    ) -> Result<Option<WindowInfo>, DesktopError> {
+        Ok(win32::focused_window(listed))
+    }
+
     pub fn capture(&self, area: Rect) -> Result<Capture, DesktopError> {
         win32::capture(area)
     }

@@ -29,10 +29,10 @@ use windows_sys::Win32::UI::Input::KeyboardAndMouse::{
     VkKeyScanW,
 };
 use windows_sys::Win32::UI::WindowsAndMessaging::{
-    EnumWindows, GWL_EXSTYLE, GetCursorPos, GetForegroundWindow, GetSystemMetrics,
-    GetWindowLongPtrW, GetWindowRect, GetWindowTextLengthW, GetWindowTextW,
+    EnumWindows, GA_ROOT, GWL_EXSTYLE, GetAncestor, GetCursorPos, GetForegroundWindow,
+    GetSystemMetrics, GetWindowLongPtrW, GetWindowRect, GetWindowTextLengthW, GetWindowTextW,
     GetWindowThreadProcessId, IsIconic, IsWindowVisible, SM_CXSCREEN, SM_CYSCREEN, SW_RESTORE,
-    SetCursorPos, SetForegroundWindow, ShowWindow, WS_EX_TOOLWINDOW,
+    SetCursorPos, SetForegroundWindow, ShowWindow, WS_EX_TOOLWINDOW, WindowFromPoint,
 };
 
 use crate::DesktopError;
@@ -180,10 +180,70 @@ pub fn windows() -> Vec<WindowInfo> {
             app: app_of(pid),
             pid: (pid != 0).then_some(pid),
             rect,
+            frame: rect,
             focused: hwnd == foreground,
         });
     }
     out
+}
+
+/// `hwnd` as a window the list does not hold (untitled, a tool window, the taskbar).
+fn unlisted(hwnd: HWND) -> WindowInfo {
+    let mut pid = 0u32;
+    // SAFETY: `pid` is a u32 out parameter.
+    unsafe {
+        GetWindowThreadProcessId(hwnd, &mut pid);
+    }
+    let rect = visible_rect(hwnd).unwrap_or_default();
+    WindowInfo {
+        id: hwnd as usize as u64,
+        title: title(hwnd).chars().filter(|c| !c.is_control()).collect(),
+        app: app_of(pid),
+        pid: (pid != 0).then_some(pid),
+        rect,
+        frame: rect,
+        focused: false,
+    }
+}
+
+/// The top-level window input at `(x, y)` reaches now.
+pub fn window_at(listed: &[WindowInfo], x: i32, y: i32) -> Option<WindowInfo> {
+    // SAFETY: plain queries; a null answer means no window.
+    let top = unsafe {
+        let w = WindowFromPoint(POINT { x, y });
+        if w.is_null() {
+            return None;
+        }
+        GetAncestor(w, GA_ROOT)
+    };
+    if top.is_null() {
+        return None;
+    }
+    let id = top as usize as u64;
+    Some(
+        listed
+            .iter()
+            .find(|l| l.id == id)
+            .cloned()
+            .unwrap_or_else(|| unlisted(top)),
+    )
+}
+
+/// The window that has the keyboard focus (the foreground window).
+pub fn focused_window(listed: &[WindowInfo]) -> Option<WindowInfo> {
+    // SAFETY: a query without arguments.
+    let f = unsafe { GetForegroundWindow() };
+    if f.is_null() {
+        return None;
+    }
+    let id = f as usize as u64;
+    Some(
+        listed
+            .iter()
+            .find(|l| l.id == id)
+            .cloned()
+            .unwrap_or_else(|| unlisted(f)),
+    )
 }
 
 /// Captures `area` of the screen (clipped to it) as shown now.

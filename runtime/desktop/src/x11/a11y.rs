@@ -22,6 +22,23 @@ const REGISTRY: &str = "org.a11y.atspi.Registry";
 const ROOT: &str = "/org/a11y/atspi/accessible/root";
 /// Characters of a control's text shown in a snapshot.
 const VALUE_CHARS: usize = 120;
+/// How long an application gets to answer: one that hangs must not hang gantry.
+const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `work`, or a timeout error naming `what` once [`ANSWER_WITHIN`] has passed.
+async fn bounded<T>(
+    what: &str,
+    work: impl std::future::Future<Output = Result<T, DesktopError>>,
+) -> Result<T, DesktopError> {
+    tokio::time::timeout(ANSWER_WITHIN, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(DesktopError::Timeout(format!(
+                "the application did not answer ({what}) within {} s",
+                ANSWER_WITHIN.as_secs()
+            )))
+        })
+}
 
 fn failed(what: &str) -> impl FnOnce(zbus::Error) -> DesktopError + '_ {
     move |e| DesktopError::Failed(format!("accessibility bus: {what}: {e}"))
@@ -102,13 +119,13 @@ impl A11y {
         window: &WindowInfo,
         max: usize,
     ) -> Result<Vec<Control>, DesktopError> {
-        let conn = self.connection().await?;
-        match self.controls_on(&conn, window, max).await {
+        let conn = bounded("accessibility bus", self.connection()).await?;
+        match bounded("controls", self.controls_on(&conn, window, max)).await {
             Err(DesktopError::Failed(m)) if m.contains("Disconnected") || m.contains("closed") => {
                 // The bus restarted: one more try on a fresh connection.
                 self.forget().await;
-                let conn = self.connection().await?;
-                self.controls_on(&conn, window, max).await
+                let conn = bounded("accessibility bus", self.connection()).await?;
+                bounded("controls", self.controls_on(&conn, window, max)).await
             }
             other => other,
         }
@@ -163,7 +180,8 @@ impl A11y {
             let app = app.clone();
             let path = it.path.clone();
             let ifaces = it.ifaces;
-            let editable = it.states.contains(State::Editable);
+            // A password's text is never read, not even its length.
+            let editable = it.states.contains(State::Editable) && it.role != Role::PasswordText;
             let known_name = (!it.name.is_empty()).then(|| it.name.clone());
             async move {
                 // Toolkits leave most names out of their cache (a button's comes from its
@@ -179,7 +197,7 @@ impl A11y {
                 };
                 let value: Option<String> = if ifaces.contains(Interface::Text) && editable {
                     text_of(&conn, &app, &path).await.ok()
-                } else if ifaces.contains(Interface::Value) {
+                } else if ifaces.contains(Interface::Value) && !ifaces.contains(Interface::Text) {
                     value_of(&conn, &app, &path).await.ok()
                 } else {
                     None
@@ -268,6 +286,10 @@ impl A11y {
 
     /// Where control `h` is now, or why it cannot be used: gone, or no longer shown.
     pub async fn locate(&self, h: &ControlHandle) -> Result<Option<Rect>, DesktopError> {
+        bounded("locate", self.locate_on(h)).await
+    }
+
+    async fn locate_on(&self, h: &ControlHandle) -> Result<Option<Rect>, DesktopError> {
         let conn = self.connection().await?;
         let acc = proxy!(AccessibleProxy, &conn, h.owner.as_str(), h.path.as_str());
         let states = acc.get_state().await.map_err(|_| {
@@ -285,6 +307,10 @@ impl A11y {
 
     /// Runs the control's default action; returns the action's name.
     pub async fn press(&self, h: &ControlHandle) -> Result<String, DesktopError> {
+        bounded("action", self.press_on(h)).await
+    }
+
+    async fn press_on(&self, h: &ControlHandle) -> Result<String, DesktopError> {
         let conn = self.connection().await?;
         let action = proxy!(ActionProxy, &conn, h.owner.as_str(), h.path.as_str());
         let name = action.get_name(0).await.unwrap_or_default();
@@ -329,6 +355,10 @@ impl A11y {
 
     /// Gives the control the keyboard focus.
     pub async fn focus(&self, h: &ControlHandle) -> Result<(), DesktopError> {
+        bounded("focus", self.focus_on(h)).await
+    }
+
+    async fn focus_on(&self, h: &ControlHandle) -> Result<(), DesktopError> {
         let conn = self.connection().await?;
         let c = proxy!(ComponentProxy, &conn, h.owner.as_str(), h.path.as_str());
         if c.grab_focus().await.map_err(failed("focus"))? {

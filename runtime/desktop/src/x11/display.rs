@@ -38,11 +38,12 @@ struct Atoms {
     wm_pid: u32,
     wm_state: u32,
     wm_state_hidden: u32,
+    frame_extents: u32,
 }
 
 impl Atoms {
     fn intern(conn: &RustConnection) -> Result<Atoms, DesktopError> {
-        let names: [&[u8]; 8] = [
+        let names: [&[u8]; 9] = [
             b"_NET_CLIENT_LIST_STACKING",
             b"_NET_CLIENT_LIST",
             b"_NET_ACTIVE_WINDOW",
@@ -51,6 +52,7 @@ impl Atoms {
             b"_NET_WM_PID",
             b"_NET_WM_STATE",
             b"_NET_WM_STATE_HIDDEN",
+            b"_NET_FRAME_EXTENTS",
         ];
         // All requests first, then the replies: one round trip's latency, not eight.
         let mut cookies = Vec::with_capacity(names.len());
@@ -70,6 +72,7 @@ impl Atoms {
             wm_pid: atoms[5],
             wm_state: atoms[6],
             wm_state_hidden: atoms[7],
+            frame_extents: atoms[8],
         })
     }
 }
@@ -268,9 +271,10 @@ impl Display {
                 c.get_property(false, w, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 64),
                 c.get_property(false, w, a.wm_pid, AtomEnum::CARDINAL, 0, 1),
                 c.get_property(false, w, a.wm_state, AtomEnum::ATOM, 0, 32),
+                c.get_property(false, w, a.frame_extents, AtomEnum::CARDINAL, 0, 4),
             ));
         }
-        for (w, attrs, geom, at, name, old_name, class, pid, state) in pending {
+        for (w, attrs, geom, at, name, old_name, class, pid, state, extents) in pending {
             // A window that closed meanwhile has no replies: it is simply not listed.
             let (Ok(attrs), Ok(geom), Ok(at)) = (attrs, geom, at) else {
                 continue;
@@ -315,22 +319,184 @@ impl Display {
                 .ok()
                 .and_then(|c| c.reply().ok())
                 .and_then(|r| r.value32().and_then(|mut v| v.next()));
+            let rect = Rect {
+                x: i32::from(at.dst_x),
+                y: i32::from(at.dst_y),
+                w: u32::from(geom.width),
+                h: u32::from(geom.height),
+            };
+            let extents: Vec<u32> = extents
+                .ok()
+                .and_then(|c| c.reply().ok())
+                .and_then(|r| r.value32().map(Iterator::collect))
+                .unwrap_or_default();
+            let frame = match extents[..] {
+                [l, r, t, b] => WindowInfo::framed(rect, (l, r, t, b)),
+                _ => rect,
+            };
             out.push(WindowInfo {
                 id: u64::from(w),
                 title: title.chars().filter(|c| !c.is_control()).collect(),
                 app,
                 pid,
-                rect: Rect {
-                    x: i32::from(at.dst_x),
-                    y: i32::from(at.dst_y),
-                    w: u32::from(geom.width),
-                    h: u32::from(geom.height),
-                },
+                rect,
+                frame,
                 focused: active == Some(w),
             });
         }
         out.reverse();
         Ok(out)
+    }
+
+    /// The child of the root that `w` lies in (its frame under a reparenting window manager).
+    fn top_level(&self, mut w: Window) -> Result<Window, DesktopError> {
+        for _ in 0..32 {
+            let t = x!(
+                "window tree",
+                x!("window tree", self.conn.query_tree(w)).reply()
+            );
+            if t.parent == self.root || t.parent == x11rb::NONE {
+                return Ok(w);
+            }
+            w = t.parent;
+        }
+        Ok(w)
+    }
+
+    /// `t` as a window the list does not hold (a menu, a tooltip, a launcher): its own title,
+    /// class and process, or its first child's that has them.
+    fn unlisted(&self, t: Window) -> Result<WindowInfo, DesktopError> {
+        let mut candidates = vec![t];
+        if let Ok(tree) = self
+            .conn
+            .query_tree(t)
+            .map_err(|e| e.to_string())
+            .and_then(|c| c.reply().map_err(|e| e.to_string()))
+        {
+            candidates.extend(tree.children.into_iter().take(8));
+        }
+        let geom = x!(
+            "geometry",
+            x!("geometry", self.conn.get_geometry(t)).reply()
+        );
+        let rect = Rect {
+            x: i32::from(geom.x),
+            y: i32::from(geom.y),
+            w: u32::from(geom.width),
+            h: u32::from(geom.height),
+        };
+        for w in candidates {
+            let class = x!(
+                "window class",
+                x!(
+                    "window class",
+                    self.conn
+                        .get_property(false, w, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 64)
+                )
+                .reply()
+            );
+            let Some(app) = class
+                .value
+                .split(|b| *b == 0)
+                .next()
+                .filter(|s| !s.is_empty())
+            else {
+                continue;
+            };
+            let pid = self
+                .conn
+                .get_property(false, w, self.atoms.wm_pid, AtomEnum::CARDINAL, 0, 1)
+                .ok()
+                .and_then(|c| c.reply().ok())
+                .and_then(|r| r.value32().and_then(|mut v| v.next()));
+            return Ok(WindowInfo {
+                id: u64::from(t),
+                title: String::new(),
+                app: String::from_utf8_lossy(app).into_owned(),
+                pid,
+                rect,
+                frame: rect,
+                focused: false,
+            });
+        }
+        Ok(WindowInfo {
+            id: u64::from(t),
+            title: String::new(),
+            app: String::new(),
+            pid: None,
+            rect,
+            frame: rect,
+            focused: false,
+        })
+    }
+
+    /// The window that input at `(x, y)` reaches now: a listed window when the point is in
+    /// one (decorations included), else whatever top-level window is there (its app read
+    /// from its class), `None` over the bare desktop.
+    pub fn window_at(
+        &self,
+        listed: &[WindowInfo],
+        x: i32,
+        y: i32,
+    ) -> Result<Option<WindowInfo>, DesktopError> {
+        let to16 = |v: i32| i16::try_from(v).unwrap_or(if v < 0 { i16::MIN } else { i16::MAX });
+        let r = x!(
+            "window at a point",
+            x!(
+                "window at a point",
+                self.conn
+                    .translate_coordinates(self.root, self.root, to16(x), to16(y))
+            )
+            .reply()
+        );
+        if r.child == x11rb::NONE {
+            return Ok(None);
+        }
+        for w in listed {
+            let Ok(id) = u32::try_from(w.id) else {
+                continue;
+            };
+            if id == r.child || self.top_level(id)? == r.child {
+                return Ok(Some(w.clone()));
+            }
+        }
+        self.unlisted(r.child).map(Some)
+    }
+
+    /// The window that has the keyboard focus: the listed window the focus lies in, or (as
+    /// an unlisted window) the top-level window holding it; `None` when nothing has it.
+    pub fn focused_window(
+        &self,
+        listed: &[WindowInfo],
+    ) -> Result<Option<WindowInfo>, DesktopError> {
+        let f = x!("focus", x!("focus", self.conn.get_input_focus()).reply()).focus;
+        // 0 is None and 1 is PointerRoot: no window holds the focus.
+        if f <= 1 || f == self.root {
+            return Ok(None);
+        }
+        let mut w = f;
+        for _ in 0..32 {
+            if let Some(found) = listed.iter().find(|l| l.id == u64::from(w)) {
+                return Ok(Some(found.clone()));
+            }
+            let t = x!(
+                "window tree",
+                x!("window tree", self.conn.query_tree(w)).reply()
+            );
+            if t.parent == self.root || t.parent == x11rb::NONE {
+                // A frame holds the focus for its client: the listed window inside it.
+                for l in listed {
+                    if u32::try_from(l.id)
+                        .is_ok_and(|id| self.top_level(id).is_ok_and(|top| top == w))
+                    {
+                        return Ok(Some(l.clone()));
+                    }
+                }
+                return self.unlisted(w).map(Some);
+            }
+            w = t.parent;
+        }
+        Ok(None)
     }
 
     /// Captures `area` of the screen (clipped to it).

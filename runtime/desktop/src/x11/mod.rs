@@ -57,6 +57,24 @@ impl Desktop {
         self.display.windows()
     }
 
+    /// The window input at `(x, y)` reaches now (see [`display::Display::window_at`]).
+    pub fn window_at(
+        &self,
+        listed: &[WindowInfo],
+        x: i32,
+        y: i32,
+    ) -> Result<Option<WindowInfo>, DesktopError> {
+        self.display.window_at(listed, x, y)
+    }
+
+    /// The window that has the keyboard focus now.
+    pub fn focused_window(
+        &self,
+        listed: &[WindowInfo],
+    ) -> Result<Option<WindowInfo>, DesktopError> {
+        self.display.focused_window(listed)
+    }
+
     /// Captures `area` of the screen.
     pub fn capture(&self, area: Rect) -> Result<Capture, DesktopError> {
         self.display.capture(area)

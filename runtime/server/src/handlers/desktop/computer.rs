@@ -27,9 +27,14 @@ use super::{State, blocking, error_code, quoted, resource, tool_error};
 const POINTER_SETTLE: Duration = Duration::from_millis(30);
 /// How often a `verify` condition is checked.
 const VERIFY_POLL: Duration = Duration::from_millis(50);
-const VERIFY_DEFAULT_MS: u64 = 2000;
+const VERIFY_DEFAULT_MS: i64 = 2000;
 /// Characters of clipboard text shown.
 const CLIPBOARD_SHOWN: usize = 16 * 1024;
+/// Characters typed between two checks of the keyboard focus.
+const TYPE_CHUNK: usize = 64;
+/// The most a batch may wait in all (its `wait` steps and its `verify`): a call must answer
+/// well within the HTTP request timeout, or its client gives up while input is still sent.
+const MAX_BATCH_WAIT_MS: i64 = 60_000;
 
 /// How a step went well: its route and what it touched, as one line.
 struct Done {
@@ -86,9 +91,12 @@ impl Batch<'_> {
     /// Why the batch must stop for the person at the computer, if it must.
     async fn user_active(&self) -> Option<String> {
         let expected = self.pointer?;
-        let (now, keys) = blocking(self.state, |d| Ok((d.pointer()?, d.keys_held()?)))
-            .await
-            .ok()?;
+        let Ok((now, keys)) = blocking(self.state, |d| Ok((d.pointer()?, d.keys_held()?))).await
+        else {
+            return Some(
+                "the pointer and keyboard cannot be read, so whether the user is at work cannot be told: stopped".into(),
+            );
+        };
         if now != expected {
             return Some(format!(
                 "the user moved the mouse (to {},{}; gantry left it at {},{}): stopped to let them work",
@@ -143,7 +151,23 @@ impl Batch<'_> {
             .map_err(|e| ToolError::invalid_input(format!("{at}: {e}")))?;
         let then = frame.window_at(sx, sy).cloned();
         let now = self.windows().await?;
-        let top = now.iter().find(|w| w.rect.contains(sx, sy));
+        // What the input would reach: the window really on top there now (decorations,
+        // menus and other unlisted windows included), not a guess from the listed ones.
+        let top = {
+            let listed = now.clone();
+            blocking(self.state, move |d| d.window_at(&listed, sx, sy))
+                .await
+                .map_err(tool_error)?
+        };
+        let top = top.as_ref();
+        let cx = self.cx;
+        let named = move |w: &WindowInfo| {
+            if cx.permits(ComputerOperation::Pointer.action(), &resource(w)) {
+                format!("window {} {}", w.handle(), quoted(&w.title))
+            } else {
+                "another window".to_string()
+            }
+        };
         let stale = |why: String| {
             ToolError::new(
                 ErrorCode::NotFound,
@@ -170,9 +194,14 @@ impl Batch<'_> {
                 }
                 if let Some(t) = top.filter(|t| t.id != w.id) {
                     return Err(stale(format!(
-                        "window {} {} now covers ({fx}, {fy}) of window {}",
-                        t.handle(),
-                        quoted(&t.title),
+                        "{} now covers ({fx}, {fy}) of window {}",
+                        named(t),
+                        w.handle()
+                    )));
+                }
+                if top.is_none() {
+                    return Err(stale(format!(
+                        "window {} no longer lies at ({fx}, {fy})",
                         w.handle()
                     )));
                 }
@@ -183,17 +212,18 @@ impl Batch<'_> {
                 })
             }
             None => {
-                if let Some(t) = top {
+                // A point the frame showed as bare desktop may now hold a listed window; a
+                // menu or panel the list leaves out gets the input, decided as itself.
+                if let Some(t) = top.filter(|t| now.iter().any(|n| n.id == t.id)) {
                     return Err(stale(format!(
-                        "window {} {} now lies at ({fx}, {fy}), where the frame showed no window",
-                        t.handle(),
-                        quoted(&t.title)
+                        "{} now lies at ({fx}, {fy}), where the frame showed no window",
+                        named(t)
                     )));
                 }
                 Ok(Target {
                     x: sx,
                     y: sy,
-                    window: None,
+                    window: top.cloned(),
                 })
             }
         }
@@ -263,14 +293,34 @@ impl Batch<'_> {
         Ok((control, w, rect))
     }
 
-    async fn keyboard_target(&self) -> Result<Option<WindowInfo>, ToolError> {
+    /// The window keys would reach now: the one holding the keyboard focus, which must be
+    /// a listed window (a launcher, a menu or the bare desktop is refused: what it would do
+    /// with the keys cannot be decided per window).
+    async fn keyboard_target(&self, at: &str) -> Result<WindowInfo, ToolError> {
         if let Some(t) = self.last_pointer_step {
             let left = POINTER_SETTLE.saturating_sub(t.elapsed());
             if !left.is_zero() {
                 tokio::time::sleep(left).await;
             }
         }
-        Ok(self.windows().await?.into_iter().find(|w| w.focused))
+        let now = self.windows().await?;
+        let listed = now.clone();
+        let focused = blocking(self.state, move |d| d.focused_window(&listed))
+            .await
+            .map_err(tool_error)?;
+        match focused {
+            Some(w) if now.iter().any(|n| n.id == w.id) => Ok(w),
+            Some(_) => Err(ToolError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "{at}: the keyboard focus is on a window that is not listed (a menu, a launcher or a panel); focus a listed window first"
+                ),
+            )),
+            None => Err(ToolError::new(
+                ErrorCode::NotFound,
+                format!("{at}: no window has the keyboard focus; focus one first"),
+            )),
+        }
     }
 
     async fn step(&mut self, i: usize, step: &ComputerAction) -> Result<Done, ToolError> {
@@ -291,6 +341,10 @@ impl Batch<'_> {
                     Action::DoubleClick => 2,
                     _ => 0,
                 };
+                if button == Button::Middle && times > 0 {
+                    // A middle click pastes the selection on X11.
+                    self.authorize(ComputerOperation::ReadClipboard, None)?;
+                }
                 self.click(t.x, t.y, button, times).await?;
                 Ok(Done {
                     route: "pointer",
@@ -371,7 +425,7 @@ impl Batch<'_> {
                         Ok(action) => {
                             return Ok(Done {
                                 route: "action",
-                                line: format!("click_ref {what}: its action `{action}`"),
+                                line: format!("click_ref {what}: its action {}", quoted(&action)),
                             });
                         }
                         Err(e) if rect.is_none() => return Err(tool_error(e)),
@@ -410,7 +464,8 @@ impl Batch<'_> {
                 let r = need(at, "ref", name, &step.r#ref)?;
                 let text = need(at, "text", name, &step.text)?;
                 let (control, w, _) = self.control(at, r).await?;
-                self.authorize(ComputerOperation::Pointer, Some(&w))?;
+                // Text into a control is typing, whatever route it takes.
+                self.authorize(ComputerOperation::Keyboard, Some(&w))?;
                 if !control.can_set {
                     return Err(ToolError::invalid_input(format!(
                         "{at}.ref `{r}` ({}) cannot be set; click it and type instead",
@@ -468,30 +523,58 @@ impl Batch<'_> {
                 })
             }
             Action::Type => {
-                let text = need(at, "text", name, &step.text)?.clone();
-                let w = self.keyboard_target().await?;
-                self.authorize(ComputerOperation::Keyboard, w.as_ref())?;
-                let n = text.chars().count();
-                blocking(self.state, move |d| d.type_text(&text))
-                    .await
-                    .map_err(|e| ToolError::new(error_code(&e), format!("{at}.text: {e}")))?;
+                let text = need(at, "text", name, &step.text)?;
+                let w = self.keyboard_target(at).await?;
+                self.authorize(ComputerOperation::Keyboard, Some(&w))?;
+                let chars: Vec<char> = text.chars().collect();
+                let n = chars.len();
+                // In pieces, the focus checked between them: keys typed into a window that
+                // took the focus meanwhile would go where no decision was made.
+                for (k, piece) in chars.chunks(TYPE_CHUNK).enumerate() {
+                    if k > 0 {
+                        let now = self.windows().await?;
+                        let still = blocking(self.state, move |d| d.focused_window(&now))
+                            .await
+                            .map_err(tool_error)?;
+                        if still.as_ref().map(|f| f.id) != Some(w.id) {
+                            return Err(ToolError::new(
+                                ErrorCode::NotFound,
+                                format!(
+                                    "{at}: the keyboard focus left window {} after {} of {n} characters; stopped there",
+                                    w.handle(),
+                                    k * TYPE_CHUNK
+                                ),
+                            ));
+                        }
+                    }
+                    let piece: String = piece.iter().collect();
+                    blocking(self.state, move |d| d.type_text(&piece))
+                        .await
+                        .map_err(|e| ToolError::new(error_code(&e), format!("{at}.text: {e}")))?;
+                }
                 Ok(Done {
                     route: "keyboard",
-                    line: format!("typed {n} character(s) into {}", focused(w.as_ref())),
+                    line: format!("typed {n} character(s) into {}", focused(Some(&w))),
                 })
             }
             Action::Keypress => {
                 let keys = need(at, "keys", name, &step.keys)?;
                 let chord = desktop::keys::parse_chord(keys)
                     .map_err(|e| ToolError::invalid_input(format!("{at}.{e}")))?;
-                let w = self.keyboard_target().await?;
-                self.authorize(ComputerOperation::Keyboard, w.as_ref())?;
+                let w = self.keyboard_target(at).await?;
+                self.authorize(ComputerOperation::Keyboard, Some(&w))?;
+                if pastes(&chord) {
+                    // Pasting puts the clipboard where observe can read it back.
+                    self.authorize(ComputerOperation::ReadClipboard, None)?;
+                }
                 blocking(self.state, move |d| d.chord(&chord))
                     .await
                     .map_err(|e| ToolError::new(error_code(&e), format!("{at}.keys: {e}")))?;
+                // Whatever the chord opens or focuses settles before the next step looks.
+                tokio::time::sleep(POINTER_SETTLE).await;
                 Ok(Done {
                     route: "keyboard",
-                    line: format!("pressed {keys} in {}", focused(w.as_ref())),
+                    line: format!("pressed {} in {}", quoted(keys), focused(Some(&w))),
                 })
             }
             Action::ReadClipboard => {
@@ -506,17 +589,20 @@ impl Batch<'_> {
                     });
                 };
                 let total = text.chars().count();
-                let mut shown: String = text.chars().take(CLIPBOARD_SHOWN).collect();
+                let shown: String = text.chars().take(CLIPBOARD_SHOWN).collect();
+                // One escaped, quoted string: clipboard text can never pass for a line of
+                // this reply.
+                let mut line = format!("read_clipboard ({total} characters): {shown:?}");
                 if total > CLIPBOARD_SHOWN {
                     let _ = write!(
-                        shown,
-                        "\n[… {} more characters not shown]",
+                        line,
+                        " [… {} more characters not shown]",
                         total - CLIPBOARD_SHOWN
                     );
                 }
                 Ok(Done {
                     route: "clipboard",
-                    line: format!("read_clipboard ({total} characters):\n{shown}"),
+                    line,
                 })
             }
             Action::WriteClipboard => {
@@ -537,10 +623,7 @@ impl Batch<'_> {
     /// Checks `v` until it holds or its time runs out; returns whether it held and the state
     /// seen last, as lines.
     async fn verify(&self, v: &Verify) -> Result<(bool, String), ToolError> {
-        let timeout = v
-            .timeout_ms
-            .and_then(|t| u64::try_from(t).ok())
-            .unwrap_or(VERIFY_DEFAULT_MS);
+        let timeout = u64::try_from(v.timeout_ms.unwrap_or(VERIFY_DEFAULT_MS)).unwrap_or(0);
         let deadline = Instant::now() + Duration::from_millis(timeout);
         let wanted = v.text.as_str();
         loop {
@@ -622,6 +705,15 @@ impl Batch<'_> {
     }
 }
 
+/// Whether a chord is a paste (ctrl+v, ctrl+shift+v, shift+insert).
+fn pastes(chord: &[desktop::keys::Key]) -> bool {
+    use desktop::keys::{Key, Named};
+    let has = |n: Named| chord.contains(&Key::Named(n));
+    let last = chord.last();
+    (has(Named::Ctrl) && matches!(last, Some(Key::Char('v' | 'V'))))
+        || (has(Named::Shift) && last == Some(&Key::Named(Named::Insert)))
+}
+
 fn focused(w: Option<&WindowInfo>) -> String {
     w.map_or("the focused window (none)".into(), |w| {
         format!("{} {}", w.handle(), quoted(&w.title))
@@ -633,6 +725,16 @@ pub(super) async fn run(
     cx: &CallContext,
     args: ComputerArgs,
 ) -> Result<Reply<ComputerOutput>, ToolError> {
+    let waits: i64 = args.actions.iter().filter_map(|a| a.ms).sum::<i64>()
+        + args
+            .verify
+            .as_ref()
+            .map_or(0, |v| v.timeout_ms.unwrap_or(VERIFY_DEFAULT_MS));
+    if waits > MAX_BATCH_WAIT_MS {
+        return Err(ToolError::invalid_input(format!(
+            "actions: the batch's waits and verify add up to {waits} ms; at most {MAX_BATCH_WAIT_MS} ms a call (split the batch)"
+        )));
+    }
     let _only_batch = state.batch.lock().await;
     let mut batch = Batch {
         state: &state,
@@ -673,7 +775,13 @@ pub(super) async fn run(
                 });
             }
             Err(e) => {
-                let why = format!("{}: {}", e.code.as_str(), e.message);
+                // A message can carry an application's words (its toolkit's error): kept to
+                // one escaped line, so it cannot forge the lines around it.
+                let why = format!(
+                    "{}: {}",
+                    e.code.as_str(),
+                    crate::handlers::printable(&e.message)
+                );
                 let _ = writeln!(
                     text,
                     "step {} FAILED ({}): {why}",
@@ -709,7 +817,12 @@ pub(super) async fn run(
                 verified = Some(held);
             }
             Err(e) => {
-                let _ = writeln!(text, "verify FAILED: {}: {}", e.code.as_str(), e.message);
+                let _ = writeln!(
+                    text,
+                    "verify FAILED: {}: {}",
+                    e.code.as_str(),
+                    crate::handlers::printable(&e.message)
+                );
                 verified = Some(false);
             }
         }

@@ -137,10 +137,8 @@ fn find_window(windows: &[WindowInfo], handle: &str) -> Result<WindowInfo, ToolE
     })
 }
 
-/// A title or name as one quoted line of a rendering.
+/// A title or name as one quoted string of a rendering: quotes, backslashes, control and
+/// line-separator characters escaped, so no window title can forge a line or a field.
 fn quoted(text: &str) -> String {
-    format!(
-        "\"{}\"",
-        crate::handlers::printable(text).replace('"', "\\\"")
-    )
+    format!("{text:?}")
 }

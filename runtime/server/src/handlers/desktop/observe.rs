@@ -98,8 +98,14 @@ async fn screenshot(
             let above: Vec<String> = windows
                 .iter()
                 .take_while(|o| o.id != w.id)
-                .filter(|o| o.rect.intersect(&w.rect).is_some())
-                .map(|o| format!("{} {}", o.handle(), quoted(&o.title)))
+                .filter(|o| o.frame.intersect(&w.rect).is_some())
+                .map(|o| {
+                    if cx.permits(actions::OBSERVE, &resource(o)) {
+                        format!("{} {}", o.handle(), quoted(&o.title))
+                    } else {
+                        "a window a policy hides".to_string()
+                    }
+                })
                 .collect();
             let area = w.rect.intersect(&screen).ok_or_else(|| {
                 ToolError::new(
@@ -112,14 +118,24 @@ async fn screenshot(
         None => (screen, None, Vec::new()),
     };
     // What a policy keeps from the model is painted over, never sent.
+    // Pixels, a copy to encode from and the encoding: paid for before they exist.
+    let bytes = u64::from(area.w) * u64::from(area.h) * 8;
+    let _held = tool_api::memory::HEAVY.take(bytes, std::time::Duration::from_secs(5))?;
+    let (mut cap, after) = blocking(state, move |d| Ok((d.capture(area)?, d.windows()?)))
+        .await
+        .map_err(tool_error)?;
+    // What a policy keeps from the model is painted over, never sent: every window it
+    // forbids as listed before the capture or after it (one may have opened or moved between).
+    let forbidden = |w: &&WindowInfo| !cx.permits(actions::OBSERVE, &resource(w));
     let hidden: Vec<Rect> = windows
         .iter()
-        .filter(|w| !cx.permits(actions::OBSERVE, &resource(w)))
-        .map(|w| w.rect)
+        .chain(after.iter())
+        .filter(forbidden)
+        .map(|w| w.frame)
         .collect();
+    let hidden_count = windows.iter().filter(forbidden).count();
     let max = u32::try_from(limits::observe::MAX_DIMENSION).unwrap_or(u32::MAX);
-    let (encoded, area) = blocking(state, move |d| {
-        let mut cap = d.capture(area)?;
+    let (encoded, area) = blocking(state, move |_| {
         for r in &hidden {
             if let Some(r) = r.intersect(&cap.area) {
                 let (x0, y0) = (
@@ -137,10 +153,6 @@ async fn screenshot(
     })
     .await
     .map_err(tool_error)?;
-    let hidden_count = windows
-        .iter()
-        .filter(|w| !cx.permits(actions::OBSERVE, &resource(w)))
-        .count();
     let frame = {
         let mut frames = state
             .frames
