@@ -2,6 +2,8 @@
 //! platform-neutral core (frames, refs, key chords, encoding) is the same everywhere; the
 //! backend is X11 + AT-SPI on Linux, Win32 + UI Automation on Windows.
 
+#[cfg(any(target_os = "linux", windows))]
+mod clipboard;
 pub mod encode;
 mod error;
 pub mod frames;

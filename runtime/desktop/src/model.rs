@@ -161,3 +161,20 @@ pub struct ControlHandle {
     /// The object path (AT-SPI) or an index into the live element table (UIA).
     pub path: String,
 }
+
+/// Characters of a control's value shown in a snapshot.
+pub const VALUE_CHARS: usize = 120;
+
+/// A control's value as a snapshot shows it: at most [`VALUE_CHARS`] characters, control
+/// characters as spaces, a cut marked with `…`.
+pub fn shown_value(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(VALUE_CHARS)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.chars().count() > VALUE_CHARS {
+        out.push('…');
+    }
+    out
+}

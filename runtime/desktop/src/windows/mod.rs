@@ -5,8 +5,6 @@
 mod uia;
 mod win32;
 
-use std::sync::Mutex;
-
 use crate::DesktopError;
 use crate::keys::Key;
 use crate::model::{Button, Capture, Control, ControlHandle, Rect, WindowInfo};
@@ -14,7 +12,7 @@ use crate::model::{Button, Capture, Control, ControlHandle, Rect, WindowInfo};
 /// The desktop of the session gantry runs in.
 pub struct Desktop {
     uia: uia::Automation,
-    clipboard: Mutex<Option<arboard::Clipboard>>,
+    clipboard: crate::clipboard::Clipboard,
 }
 
 impl std::fmt::Debug for Desktop {
@@ -36,7 +34,7 @@ impl Desktop {
         }
         Ok(Desktop {
             uia: uia::Automation::start()?,
-            clipboard: Mutex::new(None),
+            clipboard: crate::clipboard::Clipboard::default(),
         })
     }
 
@@ -134,40 +132,13 @@ impl Desktop {
         self.uia.focus(h).await
     }
 
-    fn with_clipboard<T>(
-        &self,
-        f: impl FnOnce(&mut arboard::Clipboard) -> Result<T, arboard::Error>,
-    ) -> Result<T, DesktopError> {
-        let mut slot = self
-            .clipboard
-            .lock()
-            .map_err(|_| DesktopError::Failed("clipboard lock poisoned".into()))?;
-        if slot.is_none() {
-            *slot = Some(
-                arboard::Clipboard::new()
-                    .map_err(|e| DesktopError::Failed(format!("clipboard: {e}")))?,
-            );
-        }
-        let Some(c) = slot.as_mut() else {
-            return Err(DesktopError::Failed("clipboard: not open".into()));
-        };
-        f(c).map_err(|e| match e {
-            arboard::Error::ContentNotAvailable => {
-                DesktopError::Gone("the clipboard holds no text".into())
-            }
-            e => DesktopError::Failed(format!("clipboard: {e}")),
-        })
-    }
-
+    /// The clipboard's text; `None` when it holds none.
     pub fn read_clipboard(&self) -> Result<Option<String>, DesktopError> {
-        match self.with_clipboard(|c| c.get_text()) {
-            Ok(t) => Ok(Some(t)),
-            Err(DesktopError::Gone(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.clipboard.read()
     }
 
+    /// Replaces the clipboard's contents with `text`.
     pub fn write_clipboard(&self, text: &str) -> Result<(), DesktopError> {
-        self.with_clipboard(|c| c.set_text(text))
+        self.clipboard.write(text)
     }
 }

@@ -17,9 +17,6 @@ use uiautomation::{UIAutomation, UIElement};
 use crate::DesktopError;
 use crate::model::{Control, ControlHandle, Rect};
 
-/// Characters of a control's value shown in a snapshot.
-const VALUE_CHARS: usize = 120;
-
 struct Uia {
     automation: UIAutomation,
     /// The latest snapshot's elements, by the index their handles carry.
@@ -195,18 +192,6 @@ fn runtime_id(e: &UIElement) -> String {
         .unwrap_or_default()
 }
 
-fn cut(text: &str) -> String {
-    let mut out: String = text
-        .chars()
-        .take(VALUE_CHARS)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if text.chars().count() > VALUE_CHARS {
-        out.push('…');
-    }
-    out
-}
-
 impl Uia {
     fn request(&self) -> Result<UICacheRequest, DesktopError> {
         let a = &self.automation;
@@ -278,7 +263,7 @@ impl Uia {
                 e.get_cached_pattern::<UIValuePattern>()
                     .ok()
                     .and_then(|p| p.get_cached_value().ok())
-                    .map(|v| cut(&v))
+                    .map(|v| crate::model::shown_value(&v))
             } else {
                 None
             };

@@ -206,6 +206,21 @@ fn unlisted(hwnd: HWND) -> WindowInfo {
     }
 }
 
+/// `hwnd` as listed, or as an unlisted window; `None` for no window.
+fn resolve(listed: &[WindowInfo], hwnd: HWND) -> Option<WindowInfo> {
+    if hwnd.is_null() {
+        return None;
+    }
+    let id = hwnd as usize as u64;
+    Some(
+        listed
+            .iter()
+            .find(|l| l.id == id)
+            .cloned()
+            .unwrap_or_else(|| unlisted(hwnd)),
+    )
+}
+
 /// The top-level window input at `(x, y)` reaches now.
 pub fn window_at(listed: &[WindowInfo], x: i32, y: i32) -> Option<WindowInfo> {
     // SAFETY: plain queries; a null answer means no window.
@@ -216,34 +231,13 @@ pub fn window_at(listed: &[WindowInfo], x: i32, y: i32) -> Option<WindowInfo> {
         }
         GetAncestor(w, GA_ROOT)
     };
-    if top.is_null() {
-        return None;
-    }
-    let id = top as usize as u64;
-    Some(
-        listed
-            .iter()
-            .find(|l| l.id == id)
-            .cloned()
-            .unwrap_or_else(|| unlisted(top)),
-    )
+    resolve(listed, top)
 }
 
 /// The window that has the keyboard focus (the foreground window).
 pub fn focused_window(listed: &[WindowInfo]) -> Option<WindowInfo> {
     // SAFETY: a query without arguments.
-    let f = unsafe { GetForegroundWindow() };
-    if f.is_null() {
-        return None;
-    }
-    let id = f as usize as u64;
-    Some(
-        listed
-            .iter()
-            .find(|l| l.id == id)
-            .cloned()
-            .unwrap_or_else(|| unlisted(f)),
-    )
+    resolve(listed, unsafe { GetForegroundWindow() })
 }
 
 /// Captures `area` of the screen (clipped to it) as shown now.

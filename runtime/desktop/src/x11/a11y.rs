@@ -20,8 +20,6 @@ use crate::model::{Control, ControlHandle, Rect, WindowInfo};
 
 const REGISTRY: &str = "org.a11y.atspi.Registry";
 const ROOT: &str = "/org/a11y/atspi/accessible/root";
-/// Characters of a control's text shown in a snapshot.
-const VALUE_CHARS: usize = 120;
 /// How long an application gets to answer: one that hangs must not hang gantry.
 const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -213,7 +211,7 @@ impl A11y {
                 depth,
                 role: it.role.name().to_string(),
                 name: name.chars().filter(|c| !c.is_control()).collect(),
-                value: value.map(|v| cut(&v)),
+                value: value.map(|v| crate::model::shown_value(&v)),
                 states: notable_states(it.states),
                 rect,
                 can_press: it.ifaces.contains(Interface::Action),
@@ -343,7 +341,7 @@ impl A11y {
         let Ok(number) = text.trim().parse::<f64>() else {
             return Err(DesktopError::Input(format!(
                 "the control takes a number, and `{}` is not one",
-                cut(text)
+                crate::model::shown_value(text)
             )));
         };
         let v = proxy!(ValueProxy, &conn, h.owner.as_str(), h.path.as_str());
@@ -447,7 +445,7 @@ async fn name_of(conn: &zbus::Connection, app: &str, path: &str) -> Result<Strin
 async fn text_of(conn: &zbus::Connection, app: &str, path: &str) -> Result<String, DesktopError> {
     let t = proxy!(TextProxy, conn, app, path);
     // Only the start is shown; never ask a document for all of itself.
-    let end = i32::try_from(VALUE_CHARS * 2).unwrap_or(i32::MAX);
+    let end = i32::try_from(crate::model::VALUE_CHARS * 2).unwrap_or(i32::MAX);
     t.get_text(0, end).await.map_err(failed("text"))
 }
 
@@ -495,19 +493,6 @@ fn notable_states(s: StateSet) -> Vec<&'static str> {
     }
     if !s.contains(State::Sensitive) && !s.contains(State::Enabled) {
         out.push("disabled");
-    }
-    out
-}
-
-/// `text` cut to [`VALUE_CHARS`] characters, control characters shown as spaces.
-fn cut(text: &str) -> String {
-    let mut out: String = text
-        .chars()
-        .take(VALUE_CHARS)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if text.chars().count() > VALUE_CHARS {
-        out.push('…');
     }
     out
 }

@@ -5,8 +5,6 @@
 mod a11y;
 mod display;
 
-use std::sync::Mutex;
-
 use crate::DesktopError;
 use crate::keys::Key;
 use crate::model::{Button, Capture, Control, ControlHandle, Rect, WindowInfo};
@@ -15,7 +13,7 @@ use crate::model::{Button, Capture, Control, ControlHandle, Rect, WindowInfo};
 pub struct Desktop {
     display: display::Display,
     a11y: a11y::A11y,
-    clipboard: Mutex<Option<arboard::Clipboard>>,
+    clipboard: crate::clipboard::Clipboard,
 }
 
 impl std::fmt::Debug for Desktop {
@@ -32,7 +30,7 @@ impl Desktop {
         Ok(Desktop {
             display: display::Display::connect()?,
             a11y: a11y::A11y::default(),
-            clipboard: Mutex::new(None),
+            clipboard: crate::clipboard::Clipboard::default(),
         })
     }
 
@@ -155,42 +153,13 @@ impl Desktop {
         self.a11y.focus(h).await
     }
 
-    fn with_clipboard<T>(
-        &self,
-        f: impl FnOnce(&mut arboard::Clipboard) -> Result<T, arboard::Error>,
-    ) -> Result<T, DesktopError> {
-        let mut slot = self
-            .clipboard
-            .lock()
-            .map_err(|_| DesktopError::Failed("clipboard lock poisoned".into()))?;
-        if slot.is_none() {
-            *slot = Some(
-                arboard::Clipboard::new()
-                    .map_err(|e| DesktopError::Failed(format!("clipboard: {e}")))?,
-            );
-        }
-        let Some(c) = slot.as_mut() else {
-            return Err(DesktopError::Failed("clipboard: not open".into()));
-        };
-        f(c).map_err(|e| match e {
-            arboard::Error::ContentNotAvailable => {
-                DesktopError::Gone("the clipboard holds no text".into())
-            }
-            e => DesktopError::Failed(format!("clipboard: {e}")),
-        })
-    }
-
-    /// The clipboard's text; `None` when it holds none (empty, or only an image or files).
+    /// The clipboard's text; `None` when it holds none.
     pub fn read_clipboard(&self) -> Result<Option<String>, DesktopError> {
-        match self.with_clipboard(|c| c.get_text()) {
-            Ok(t) => Ok(Some(t)),
-            Err(DesktopError::Gone(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.clipboard.read()
     }
 
     /// Replaces the clipboard's contents with `text`.
     pub fn write_clipboard(&self, text: &str) -> Result<(), DesktopError> {
-        self.with_clipboard(|c| c.set_text(text))
+        self.clipboard.write(text)
     }
 }

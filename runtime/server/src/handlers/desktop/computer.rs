@@ -749,30 +749,26 @@ pub(super) async fn run(
     let mut steps = Vec::with_capacity(total);
     let mut text = String::new();
     let mut stopped = false;
+    let result = |i: usize, ok: bool, note: Option<String>, route: Option<&str>| StepResult {
+        index: i64::try_from(i).unwrap_or(0),
+        ok,
+        note,
+        route: route.map(str::to_string),
+    };
     for (i, step) in args.actions.iter().enumerate() {
         if i > 0
             && state.yield_to_user
             && let Some(why) = batch.user_active().await
         {
             let _ = writeln!(text, "step {} not run: {why}", i + 1);
-            steps.push(StepResult {
-                index: i64::try_from(i).unwrap_or(0),
-                ok: false,
-                note: Some(why),
-                route: None,
-            });
+            steps.push(result(i, false, Some(why), None));
             stopped = true;
             break;
         }
         match batch.step(i, step).await {
             Ok(done) => {
                 let _ = writeln!(text, "step {} ok ({}): {}", i + 1, done.route, done.line);
-                steps.push(StepResult {
-                    index: i64::try_from(i).unwrap_or(0),
-                    ok: true,
-                    note: None,
-                    route: Some(done.route.to_string()),
-                });
+                steps.push(result(i, true, None, Some(done.route)));
             }
             Err(e) => {
                 // A message can carry an application's words (its toolkit's error): kept to
@@ -782,18 +778,9 @@ pub(super) async fn run(
                     e.code.as_str(),
                     crate::handlers::printable(&e.message)
                 );
-                let _ = writeln!(
-                    text,
-                    "step {} FAILED ({}): {why}",
-                    i + 1,
-                    action_name(step.action)
-                );
-                steps.push(StepResult {
-                    index: i64::try_from(i).unwrap_or(0),
-                    ok: false,
-                    note: Some(why),
-                    route: None,
-                });
+                let name = action_name(step.action);
+                let _ = writeln!(text, "step {} FAILED ({name}): {why}", i + 1);
+                steps.push(result(i, false, Some(why), None));
                 stopped = true;
                 break;
             }
