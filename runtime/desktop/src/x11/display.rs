@@ -348,19 +348,32 @@ impl Display {
         Ok(out)
     }
 
-    /// The child of the root that `w` lies in (its frame under a reparenting window manager).
-    fn top_level(&self, mut w: Window) -> Result<Window, DesktopError> {
-        for _ in 0..32 {
-            let t = x!(
-                "window tree",
-                x!("window tree", self.conn.query_tree(w)).reply()
-            );
-            if t.parent == self.root || t.parent == x11rb::NONE {
-                return Ok(w);
+    /// The listed window that top-level window `top` is, or holds: a window manager puts
+    /// each client in a frame, a level or two down.
+    fn listed_in(
+        &self,
+        listed: &[WindowInfo],
+        top: Window,
+    ) -> Result<Option<WindowInfo>, DesktopError> {
+        let mut level = vec![top];
+        for _ in 0..3 {
+            if let Some(w) = listed
+                .iter()
+                .find(|l| level.iter().any(|t| u64::from(*t) == l.id))
+            {
+                return Ok(Some(w.clone()));
             }
-            w = t.parent;
+            let mut next = Vec::new();
+            for t in level.iter().take(16) {
+                let tree = x!(
+                    "window tree",
+                    x!("window tree", self.conn.query_tree(*t)).reply()
+                );
+                next.extend(tree.children);
+            }
+            level = next;
         }
-        Ok(w)
+        Ok(None)
     }
 
     /// `t` as a window the list does not hold (a menu, a tooltip, a launcher): its own title,
@@ -452,15 +465,10 @@ impl Display {
         if r.child == x11rb::NONE {
             return Ok(None);
         }
-        for w in listed {
-            let Ok(id) = u32::try_from(w.id) else {
-                continue;
-            };
-            if id == r.child || self.top_level(id)? == r.child {
-                return Ok(Some(w.clone()));
-            }
+        match self.listed_in(listed, r.child)? {
+            Some(w) => Ok(Some(w)),
+            None => self.unlisted(r.child).map(Some),
         }
-        self.unlisted(r.child).map(Some)
     }
 
     /// The window that has the keyboard focus: the listed window the focus lies in, or (as
@@ -485,12 +493,8 @@ impl Display {
             );
             if t.parent == self.root || t.parent == x11rb::NONE {
                 // A frame holds the focus for its client: the listed window inside it.
-                for l in listed {
-                    if u32::try_from(l.id)
-                        .is_ok_and(|id| self.top_level(id).is_ok_and(|top| top == w))
-                    {
-                        return Ok(Some(l.clone()));
-                    }
+                if let Some(l) = self.listed_in(listed, w)? {
+                    return Ok(Some(l));
                 }
                 return self.unlisted(w).map(Some);
             }
