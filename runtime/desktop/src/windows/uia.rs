@@ -86,9 +86,16 @@ impl Automation {
             .map_err(|_| DesktopError::Failed("UI Automation queue lock poisoned".into()))?
             .send(boxed)
             .map_err(|_| DesktopError::Failed("the UI Automation thread has ended".into()))?;
-        rx.await.map_err(|_| {
-            DesktopError::Failed("the UI Automation thread dropped a request".into())
-        })?
+        // A provider that hangs (or a huge tree) must not hang the server: the answer is
+        // awaited a bounded time; the thread finishes the job in its own time.
+        match tokio::time::timeout(std::time::Duration::from_secs(10), rx).await {
+            Ok(answer) => answer.map_err(|_| {
+                DesktopError::Failed("the UI Automation thread dropped a request".into())
+            })?,
+            Err(_) => Err(DesktopError::Timeout(
+                "the application did not answer UI Automation within 10 s".into(),
+            )),
+        }
     }
 
     /// The shown controls of window `hwnd`, depth first, at most `max`.

@@ -29,10 +29,10 @@ use windows_sys::Win32::UI::Input::KeyboardAndMouse::{
     VkKeyScanW,
 };
 use windows_sys::Win32::UI::WindowsAndMessaging::{
-    EnumWindows, GA_ROOT, GWL_EXSTYLE, GetAncestor, GetCursorPos, GetForegroundWindow,
-    GetSystemMetrics, GetWindowLongPtrW, GetWindowRect, GetWindowTextLengthW, GetWindowTextW,
-    GetWindowThreadProcessId, IsIconic, IsWindowVisible, SM_CXSCREEN, SM_CYSCREEN, SW_RESTORE,
-    SetCursorPos, SetForegroundWindow, ShowWindow, WS_EX_TOOLWINDOW, WindowFromPoint,
+    EnumWindows, GA_ROOT, GA_ROOTOWNER, GWL_EXSTYLE, GetAncestor, GetCursorPos,
+    GetForegroundWindow, GetSystemMetrics, GetWindowLongPtrW, GetWindowRect, GetWindowTextLengthW,
+    GetWindowTextW, GetWindowThreadProcessId, IsIconic, IsWindowVisible, SM_CXSCREEN, SM_CYSCREEN,
+    SW_RESTORE, SetCursorPos, SetForegroundWindow, ShowWindow, WS_EX_TOOLWINDOW, WindowFromPoint,
 };
 
 use crate::DesktopError;
@@ -211,12 +211,13 @@ fn resolve(listed: &[WindowInfo], hwnd: HWND) -> Option<WindowInfo> {
     if hwnd.is_null() {
         return None;
     }
-    let id = hwnd as usize as u64;
+    let find = |h: HWND| listed.iter().find(|l| l.id == h as usize as u64).cloned();
+    // An untitled dialog or tool window belongs to the listed window that owns it.
+    // SAFETY: a plain query on a window handle.
+    let owner = unsafe { GetAncestor(hwnd, GA_ROOTOWNER) };
     Some(
-        listed
-            .iter()
-            .find(|l| l.id == id)
-            .cloned()
+        find(hwnd)
+            .or_else(|| (!owner.is_null()).then(|| find(owner)).flatten())
             .unwrap_or_else(|| unlisted(hwnd)),
     )
 }

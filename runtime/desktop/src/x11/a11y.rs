@@ -238,19 +238,25 @@ impl A11y {
         let dbus = zbus::fdo::DBusProxy::new(conn)
             .await
             .map_err(failed("bus"))?;
+        // Controls are only taken from the process that owns the window: a title or a
+        // position alone could hand another application's controls out under this window.
+        let Some(pid) = window.pid else {
+            return Err(DesktopError::Gone(format!(
+                "window {:#x} does not say which process owns it (no _NET_WM_PID), so its controls cannot be told from another application's; use coordinates from a screenshot",
+                window.id
+            )));
+        };
         let mut best: Option<(u32, String, String)> = None;
         for app in apps {
             let Some(name) = app.name_as_str().map(str::to_owned) else {
                 continue;
             };
-            if let Some(pid) = window.pid {
-                let Ok(bus_name) = zbus::names::BusName::try_from(name.as_str()) else {
-                    continue;
-                };
-                match dbus.get_connection_unix_process_id(bus_name).await {
-                    Ok(p) if p == pid => {}
-                    _ => continue,
-                }
+            let Ok(bus_name) = zbus::names::BusName::try_from(name.as_str()) else {
+                continue;
+            };
+            match dbus.get_connection_unix_process_id(bus_name).await {
+                Ok(p) if p == pid => {}
+                _ => continue,
             }
             let app_root = proxy!(AccessibleProxy, conn, name.as_str(), app.path_as_str());
             let Ok(frames) = app_root.get_children().await else {
@@ -328,13 +334,20 @@ impl A11y {
         text: &str,
         editable: bool,
     ) -> Result<&'static str, DesktopError> {
+        bounded("set value", self.set_value_on(h, text, editable)).await
+    }
+
+    async fn set_value_on(
+        &self,
+        h: &ControlHandle,
+        text: &str,
+        editable: bool,
+    ) -> Result<&'static str, DesktopError> {
         let conn = self.connection().await?;
         if editable {
             let e = proxy!(EditableTextProxy, &conn, h.owner.as_str(), h.path.as_str());
-            if e.set_text_contents(text)
-                .await
-                .map_err(failed("set text"))?
-            {
+            // A control without editable text answers with an error: it may take a number.
+            if e.set_text_contents(text).await.unwrap_or(false) {
                 return Ok("editable text");
             }
         }

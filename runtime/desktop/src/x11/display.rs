@@ -153,6 +153,13 @@ impl Display {
             };
             return Err(DesktopError::Unavailable(why.into()));
         }
+        if std::env::var("XDG_SESSION_TYPE").is_ok_and(|t| t == "wayland") {
+            // Through XWayland gantry would see only X11 windows: native Wayland ones would be
+            // invisible to every check that decides where input goes.
+            return Err(DesktopError::Unavailable(
+                "a Wayland session (XDG_SESSION_TYPE=wayland): its native windows are invisible to X11, so gantry does not drive it".into(),
+            ));
+        }
         let (conn, n) = x11rb::connect(None).map_err(|e| {
             DesktopError::Unavailable(format!("cannot connect to the X display: {e}"))
         })?;

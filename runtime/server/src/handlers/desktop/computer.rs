@@ -90,7 +90,11 @@ impl Batch<'_> {
 
     /// Why the batch must stop for the person at the computer, if it must.
     async fn user_active(&self) -> Option<String> {
-        let expected = self.pointer?;
+        let Some(expected) = self.pointer else {
+            return Some(
+                "the pointer's position could not be read after the last step, so whether the user is at work cannot be told: stopped".into(),
+            );
+        };
         let Ok((now, keys)) = blocking(self.state, |d| Ok((d.pointer()?, d.keys_held()?))).await
         else {
             return Some(
@@ -177,39 +181,42 @@ impl Batch<'_> {
         match then {
             Some(w) => {
                 let Some(cur) = now.iter().find(|c| c.id == w.id) else {
-                    return Err(stale(format!(
-                        "window {} {} has closed",
-                        w.handle(),
-                        quoted(&w.title)
-                    )));
+                    return Err(stale(format!("{} has closed", named(&w))));
                 };
                 if cur.rect != w.rect {
                     return Err(stale(format!(
-                        "window {} {} moved or was resized (was {}, now {})",
-                        w.handle(),
-                        quoted(&w.title),
+                        "{} moved or was resized (was {}, now {})",
+                        named(&w),
                         w.rect,
                         cur.rect
                     )));
                 }
-                if let Some(t) = top.filter(|t| t.id != w.id) {
-                    return Err(stale(format!(
-                        "{} now covers ({fx}, {fy}) of window {}",
-                        named(t),
-                        w.handle()
-                    )));
-                }
-                if top.is_none() {
-                    return Err(stale(format!(
+                match top {
+                    // Another listed window covers the point now.
+                    Some(t) if t.id != w.id && now.iter().any(|n| n.id == t.id) => {
+                        Err(stale(format!(
+                            "{} now covers ({fx}, {fy}) of window {}",
+                            named(t),
+                            w.handle()
+                        )))
+                    }
+                    // A menu, list or tooltip the list does not hold (opened by the window, as
+                    // a rule): the input goes to it, decided as itself.
+                    Some(t) if t.id != w.id => Ok(Target {
+                        x: sx,
+                        y: sy,
+                        window: Some(t.clone()),
+                    }),
+                    Some(_) => Ok(Target {
+                        x: sx,
+                        y: sy,
+                        window: Some(cur.clone()),
+                    }),
+                    None => Err(stale(format!(
                         "window {} no longer lies at ({fx}, {fy})",
                         w.handle()
-                    )));
+                    ))),
                 }
-                Ok(Target {
-                    x: sx,
-                    y: sy,
-                    window: Some(cur.clone()),
-                })
             }
             None => {
                 // A point the frame showed as bare desktop may now hold a listed window; a
@@ -528,9 +535,15 @@ impl Batch<'_> {
                 self.authorize(ComputerOperation::Keyboard, Some(&w))?;
                 let chars: Vec<char> = text.chars().collect();
                 let n = chars.len();
+                // A piece also ends after a newline or a tab: either can move the focus.
+                let mut pieces: Vec<&[char]> = Vec::new();
+                for line in chars.split_inclusive(|c| matches!(c, '\n' | '\t')) {
+                    pieces.extend(line.chunks(TYPE_CHUNK));
+                }
+                let mut typed = 0;
                 // In pieces, the focus checked between them: keys typed into a window that
                 // took the focus meanwhile would go where no decision was made.
-                for (k, piece) in chars.chunks(TYPE_CHUNK).enumerate() {
+                for (k, piece) in pieces.into_iter().enumerate() {
                     if k > 0 {
                         let now = self.windows().await?;
                         let still = blocking(self.state, move |d| d.focused_window(&now))
@@ -542,11 +555,12 @@ impl Batch<'_> {
                                 format!(
                                     "{at}: the keyboard focus left window {} after {} of {n} characters; stopped there",
                                     w.handle(),
-                                    k * TYPE_CHUNK
+                                    typed
                                 ),
                             ));
                         }
                     }
+                    typed += piece.len();
                     let piece: String = piece.iter().collect();
                     blocking(self.state, move |d| d.type_text(&piece))
                         .await
@@ -743,7 +757,12 @@ pub(super) async fn run(
         last_pointer_step: None,
     };
     if state.yield_to_user {
-        batch.pointer = blocking(&state, |d| d.pointer()).await.ok();
+        // Without the pointer's position nobody could tell the user is at work: refuse.
+        batch.pointer = Some(
+            blocking(&state, |d| d.pointer())
+                .await
+                .map_err(tool_error)?,
+        );
     }
     let total = args.actions.len();
     let mut steps = Vec::with_capacity(total);

@@ -119,8 +119,13 @@ async fn screenshot(
     };
     // What a policy keeps from the model is painted over, never sent.
     // Pixels, a copy to encode from and the encoding: paid for before they exist.
+    // (Waiting for the budget blocks: it is taken off the async threads.)
     let bytes = u64::from(area.w) * u64::from(area.h) * 8;
-    let _held = tool_api::memory::HEAVY.take(bytes, std::time::Duration::from_secs(5))?;
+    let held = tokio::task::spawn_blocking(move || {
+        tool_api::memory::HEAVY.take(bytes, std::time::Duration::from_secs(5))
+    })
+    .await
+    .map_err(|e| ToolError::new(ErrorCode::Internal, format!("worker failed: {e}")))??;
     let (mut cap, after) = blocking(state, move |d| Ok((d.capture(area)?, d.windows()?)))
         .await
         .map_err(tool_error)?;
@@ -153,6 +158,7 @@ async fn screenshot(
     })
     .await
     .map_err(tool_error)?;
+    drop(held);
     let frame = {
         let mut frames = state
             .frames
