@@ -6,40 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use recordings::import::{Report, refresh};
-use recordings::store::SessionInfo;
-use recordings::{Budgets, Redactor, Search, Store};
+use recordings::{Redactor, Store};
 
-const BUDGETS: Budgets = Budgets {
-    search_tokens: 3000,
-    read_tokens: 5000,
-    newest: 30,
-};
+mod common;
 
-fn everyone(_: &SessionInfo) -> bool {
-    true
-}
-
-/// `search` as every test here asks it: everyone may see everything, no extra redaction.
-fn search(
-    store: &Store,
-    query: Option<&str>,
-    source: Option<&str>,
-    cursor: Option<&str>,
-) -> recordings::Page {
-    let r = Redactor::new(&[], Vec::new()).unwrap();
-    store
-        .search(
-            Search {
-                query,
-                source,
-                cursor,
-            },
-            &everyone,
-            &r,
-            BUDGETS,
-        )
-        .unwrap()
-}
+use common::{BUDGETS, everyone, search};
 
 struct Home {
     _dir: tempfile::TempDir,

@@ -5,37 +5,9 @@
 use recordings::store::{self, Kind, NewEntry, SessionInfo};
 use recordings::{Budgets, Call, Grouping, Redactor, Search, Store};
 
-const BUDGETS: Budgets = Budgets {
-    search_tokens: 3000,
-    read_tokens: 5000,
-    newest: 30,
-};
+mod common;
 
-fn everyone(_: &store::SessionInfo) -> bool {
-    true
-}
-
-/// `search` as every test here asks it: everyone may see everything, no extra redaction.
-fn search(
-    store: &Store,
-    query: Option<&str>,
-    source: Option<&str>,
-    cursor: Option<&str>,
-) -> recordings::Page {
-    let r = Redactor::new(&[], Vec::new()).unwrap();
-    store
-        .search(
-            Search {
-                query,
-                source,
-                cursor,
-            },
-            &everyone,
-            &r,
-            BUDGETS,
-        )
-        .unwrap()
-}
+use common::{BUDGETS, everyone, search};
 
 fn call<'a>(ts: i64, tool: &'a str, args: &'a str, result: &'a str) -> Call<'a> {
     Call {
