@@ -212,7 +212,18 @@ async fn rotating_a_token_takes_effect_without_a_restart() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("core: new secret in "));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with("gantry: core: new secret in "),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The new URL is printed, ready to paste (with the configured port, here the default).
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let printed_token = printed
+        .strip_prefix("core http://127.0.0.1:3210/")
+        .and_then(|rest| rest.strip_suffix("/mcp\n"))
+        .unwrap_or_else(|| panic!("{printed}"))
+        .to_string();
     assert_eq!(
         post(&http, &old_url, read_call())
             .send()
@@ -225,7 +236,8 @@ async fn rotating_a_token_takes_effect_without_a_restart() {
         .unwrap()
         .parse()
         .unwrap();
-    let new_url = format!("{}/{}/mcp", server.base(), tokens["core"].as_str().unwrap());
+    assert_eq!(tokens["core"].as_str(), Some(printed_token.as_str()));
+    let new_url = format!("{}/{printed_token}/mcp", server.base());
     assert_eq!(
         post(&http, &new_url, read_call())
             .send()
@@ -364,7 +376,7 @@ async fn client_setups_carry_the_real_url_or_command() {
         "{chatgpt}"
     );
     assert!(
-        chatgpt.contains("--allowed-host gantry.example.com"),
+        chatgpt.contains("--public-host gantry.example.com"),
         "{chatgpt}"
     );
     // Every stdio setup is parsed in its client's own format and starts gantry on the same

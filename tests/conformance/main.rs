@@ -46,6 +46,7 @@ fn main() -> ExitCode {
         state_dir,
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
+        public_host: None,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -182,21 +182,40 @@ pub async fn http_server(mut cmd: tokio::process::Command) -> HttpServer {
         .unwrap()
         .unwrap()
         .unwrap();
-    let (name, url) = first.split_once(' ').unwrap();
-    urls.insert(name.to_string(), url.to_string());
+    let mut admin = None;
+    let mut public = HashMap::new();
+    let mut take = |line: &str| {
+        let (name, url) = line.split_once(' ').unwrap();
+        if name == "admin" {
+            admin = Some(url.to_string());
+        } else if let Some(connector) = name.strip_suffix("@public") {
+            public.insert(connector.to_string(), url.to_string());
+        } else {
+            urls.insert(name.to_string(), url.to_string());
+        }
+    };
+    take(&first);
     while let Ok(Ok(Some(line))) =
         tokio::time::timeout(Duration::from_millis(200), lines.next_line()).await
     {
-        if let Some((name, url)) = line.split_once(' ') {
-            urls.insert(name.to_string(), url.to_string());
-        }
+        take(&line);
     }
-    HttpServer { child, urls }
+    HttpServer {
+        child,
+        urls,
+        admin,
+        public,
+    }
 }
 
 pub struct HttpServer {
     pub child: tokio::process::Child,
+    /// The connector URLs on loopback.
     pub urls: HashMap<String, String>,
+    /// The control page, unless started with --no-admin.
+    pub admin: Option<String>,
+    /// The connector URLs through the public host, when one was given.
+    pub public: HashMap<String, String>,
 }
 
 impl HttpServer {

@@ -334,6 +334,17 @@ impl App {
         })
     }
 
+    /// The flags and environment of this run (which settings the config file cannot change
+    /// while it runs).
+    pub fn run_args(&self) -> &CommonArgs {
+        &self.args
+    }
+
+    /// The roots as the config in effect names them (what an edit of `roots` starts from).
+    pub fn live_config_roots(&self) -> Vec<std::path::PathBuf> {
+        self.live().roots.clone()
+    }
+
     /// Whether calls are recorded now (`session_recording` on), from the permissions the
     /// call was just decided with: its `call_context` refreshed them, so no second look at
     /// the config file on the call's path.

@@ -80,7 +80,13 @@ const SIZE_CHECK_EVERY: u32 = 64;
 pub struct Audit {
     file: Option<Mutex<Open>>,
     command_lines: bool,
+    /// Every line written, for the control page's live tail (lagging readers lose lines,
+    /// never slow a call down).
+    live: tokio::sync::broadcast::Sender<std::sync::Arc<str>>,
 }
+
+/// Lines a live reader may fall behind by before it skips ahead.
+const LIVE_LINES: usize = 256;
 
 fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
     let mut options = std::fs::OpenOptions::new();
@@ -108,6 +114,7 @@ impl Audit {
                 unchecked: SIZE_CHECK_EVERY,
             })),
             command_lines,
+            live: tokio::sync::broadcast::channel(LIVE_LINES).0,
         })
     }
 
@@ -116,6 +123,7 @@ impl Audit {
         Audit {
             file: None,
             command_lines: false,
+            live: tokio::sync::broadcast::channel(1).0,
         }
     }
 
@@ -169,6 +177,16 @@ impl Audit {
         if let Err(e) = open.file.write_all(&line) {
             tracing::warn!(error = %e, "cannot write the audit log");
         }
+        drop(open);
+        if self.live.receiver_count() > 0 {
+            let text = String::from_utf8_lossy(&line[..line.len() - 1]);
+            let _ = self.live.send(std::sync::Arc::from(text.as_ref()));
+        }
+    }
+
+    /// Every line written from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<std::sync::Arc<str>> {
+        self.live.subscribe()
     }
 }
 
@@ -200,7 +218,8 @@ pub struct Filter {
 }
 
 impl Filter {
-    fn keeps(&self, line: &str) -> bool {
+    /// Whether an audit line passes the filter.
+    pub fn keeps(&self, line: &str) -> bool {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             return false;
         };
@@ -209,17 +228,13 @@ impl Filter {
     }
 }
 
-/// `gantry audit`: prints the last `last` lines of the log in `state_dir` that `filter`
-/// keeps, then, with `follow`, every new one as it is written (until interrupted).
-pub fn show(
-    state_dir: &Path,
+/// The last `last` lines of the log at `path` that `filter` keeps, and the offset read to.
+pub fn last_lines(
+    path: &Path,
     filter: &Filter,
     last: usize,
-    follow: bool,
-    out: &mut dyn std::io::Write,
-) -> std::io::Result<()> {
-    let path = state_dir.join(FILE_NAME);
-    let mut file = std::fs::File::open(&path)?;
+) -> std::io::Result<(std::collections::VecDeque<String>, u64)> {
+    let mut file = std::fs::File::open(path)?;
     let mut kept: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let mut reader = std::io::BufReader::new(&mut file);
     let mut line = String::new();
@@ -234,6 +249,21 @@ pub fn show(
         }
         line.clear();
     }
+    let at = reader.stream_position()?;
+    Ok((kept, at))
+}
+
+/// `gantry audit`: prints the last `last` lines of the log in `state_dir` that `filter`
+/// keeps, then, with `follow`, every new one as it is written (until interrupted).
+pub fn show(
+    state_dir: &Path,
+    filter: &Filter,
+    last: usize,
+    follow: bool,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let path = state_dir.join(FILE_NAME);
+    let (kept, mut at) = last_lines(&path, filter, last)?;
     for l in &kept {
         writeln!(out, "{l}")?;
     }
@@ -241,7 +271,7 @@ pub fn show(
     if !follow {
         return Ok(());
     }
-    let mut at = reader.stream_position()?;
+    let mut line = String::new();
     loop {
         std::thread::sleep(std::time::Duration::from_millis(250));
         let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);

@@ -28,6 +28,8 @@ pub enum Command {
     Config(ConfigArgs),
     /// Show the audit log: the last lines, filtered, and new ones as they come with --follow.
     Audit(AuditArgs),
+    /// Print the control page URL of the server running with this state directory.
+    Admin(AdminArgs),
     /// Internal: how a confined command starts (`[exec] confine = "roots"`).
     #[command(hide = true)]
     SandboxExec(SandboxExecArgs),
@@ -45,6 +47,14 @@ pub struct SandboxExecArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// `gantry admin`.
+#[derive(Debug, Clone, Args)]
+pub struct AdminArgs {
+    /// Settings.
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 /// `gantry audit`.
@@ -107,9 +117,6 @@ pub struct ConfigArgs {
     /// The connector (default `core`).
     #[arg(long, default_value = generated::core::NAME)]
     pub connector: String,
-    /// The public host name a tunnel gives you (ChatGPT), e.g. `gantry.example.com`.
-    #[arg(long, value_name = "HOST")]
-    pub public_host: Option<String>,
     /// Settings.
     #[command(flatten)]
     pub common: CommonArgs,
@@ -138,9 +145,16 @@ pub struct CommonArgs {
     #[arg(long, env = "GANTRY_PORT")]
     pub port: Option<u16>,
     /// Read-only mode: refuse everything that changes state.
-    #[arg(long, env = "GANTRY_READ_ONLY", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    #[arg(long, env = "GANTRY_READ_ONLY", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL",
+          value_parser = clap::builder::BoolishValueParser::new())]
     pub read_only: Option<bool>,
-    /// Extra Host header value to accept (repeatable), e.g. a tunnel's public name.
+    /// The public name a tunnel gives this server, as a host or as the URL the tunnel prints
+    /// (`https://x.trycloudflare.com/`). Its Host is accepted and the connector URLs are
+    /// printed with it.
+    #[arg(long, env = "GANTRY_PUBLIC_HOST", value_name = "HOST|URL")]
+    pub public_host: Option<String>,
+    /// Extra Host header value to accept (repeatable): a name, `name:port`, or `*.domain` for
+    /// every name below a domain (e.g. `*.trycloudflare.com`).
     #[arg(long = "allowed-host", value_name = "HOST")]
     pub allowed_hosts: Vec<String>,
     /// Browser origin to accept (repeatable), e.g. `http://localhost:6274` for the Inspector.
@@ -161,6 +175,18 @@ pub struct ServeArgs {
     /// The connector to serve with --stdio.
     #[arg(long, default_value = generated::core::NAME, requires = "stdio")]
     pub connector: String,
+    /// Port of the control page, which always listens on 127.0.0.1 only (default: a free
+    /// one, printed at start and by `gantry admin`).
+    #[arg(
+        long,
+        env = "GANTRY_ADMIN_PORT",
+        value_name = "PORT",
+        conflicts_with = "stdio"
+    )]
+    pub admin_port: Option<u16>,
+    /// Do not serve the control page.
+    #[arg(long, conflicts_with = "admin_port")]
+    pub no_admin: bool,
 }
 
 /// `gantry check`.
@@ -172,4 +198,49 @@ pub struct CheckArgs {
     /// Also validate this surface file (e.g. a checkout's surface.toml).
     #[arg(long, value_name = "FILE")]
     pub surface: Option<PathBuf>,
+}
+
+/// When clap refuses a value that came from an environment variable rather than the command
+/// line, says so, naming the variable (clap names only the flag, which the user never typed).
+pub fn blame_environment(error: &clap::Error, argv: &[String]) -> Option<String> {
+    use clap::CommandFactory as _;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        error.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = arg.split_whitespace().next()?;
+    let long = flag.strip_prefix("--")?;
+    if argv
+        .iter()
+        .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    {
+        return None;
+    }
+    let command = Cli::command();
+    let variable = command
+        .get_subcommands()
+        .flat_map(|c| c.get_arguments())
+        .find(|a| a.get_long() == Some(long))
+        .and_then(|a| a.get_env())?
+        .to_string_lossy()
+        .into_owned();
+    let value = std::env::var_os(&variable)?;
+    let reason = error
+        .render()
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ")
+        .to_string();
+    Some(format!(
+        "environment variable {variable}={:?} is not a valid {flag} value ({reason}); fix or unset {variable}",
+        value.to_string_lossy()
+    ))
 }

@@ -80,36 +80,39 @@ pub fn render(
     connector: &str,
     exe: &Path,
     token: &str,
-    public_host: Option<&str>,
 ) -> (String, Option<&'static str>) {
     let exe = exe.display().to_string();
     let args = stdio_args(settings, given, connector);
     match client {
         Client::Chatgpt => {
-            let public = match public_host {
-                Some(h) => format!("https://{h}/{token}/mcp"),
-                None => format!("https://<your-tunnel-host>/{token}/mcp"),
-            };
-            let host = public_host.unwrap_or("<your-tunnel-host>");
+            let host = settings
+                .public_host
+                .as_deref()
+                .unwrap_or("<your-tunnel-host>");
+            let public = format!("https://{host}/{token}/mcp");
             let serve = http_command(
                 &exe,
                 settings,
                 given,
-                &["--allowed-host".to_string(), host.to_string()],
+                &["--public-host".to_string(), host.to_string()],
             );
             let text = format!(
-                "# 1. Serve (loopback only), allowing the tunnel's host name:\n\
-                 {serve}\n\
-                 # 2. Expose http://{bind}:{port} through a tunnel (see docs/CHATGPT.md), e.g.\n\
-                 cloudflared tunnel --url http://127.0.0.1:{port}\n\
-                 # 3. ChatGPT > Settings > Apps & Connectors > Advanced > Developer mode > Create:\n\
-                 #    MCP Server URL: {public}\n\
-                 #    Authentication: No authentication (the secret is in the URL)\n\
-                 # 4. After changing permissions or upgrading gantry, press Refresh on the connector.\n",
-                bind = settings.host,
+                "# 1. Start a tunnel to http://127.0.0.1:{port} and note the https:// name it prints
+                 #    (a quick tunnel gets a new name each run; see docs/CHATGPT.md for a stable one):
+                 cloudflared tunnel --url http://127.0.0.1:{port}
+                 # 2. Serve (loopback only), accepting that name:
+                 {serve}
+                 # 3. ChatGPT > Settings > Apps & Connectors > Advanced > Developer mode > Create:
+                 #    MCP Server URL: {public}
+                 #    Authentication: No authentication (the secret is in the URL)
+                 # 4. After changing permissions or upgrading gantry, press Refresh on the connector.
+",
                 port = settings.port,
             );
-            (text, None)
+            let hint = settings.public_host.is_none().then_some(
+                "give --public-host with the name your tunnel prints to get the exact URL",
+            );
+            (text, hint)
         }
         Client::ClaudeDesktop => (
             mcp_servers_json(connector, &exe, &args),

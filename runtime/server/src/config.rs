@@ -54,6 +54,7 @@ struct ConfigFile {
     port: Option<u16>,
     state_dir: Option<String>,
     policies: Option<String>,
+    public_host: Option<String>,
     allowed_hosts: Option<Vec<String>>,
     allowed_origins: Option<Vec<String>>,
     session_idle: Option<toml::Spanned<String>>,
@@ -131,6 +132,8 @@ pub struct Settings {
     pub permissions: BTreeMap<&'static str, bool>,
     /// Extra accepted Host header values.
     pub allowed_hosts: Vec<String>,
+    /// The tunnel's public authority (`name` or `name:port`), when one was given.
+    pub public_host: Option<String>,
     /// Browser origins accepted (any other Origin is refused).
     pub allowed_origins: Vec<String>,
     /// A command session unused this long is ended.
@@ -244,6 +247,17 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
         line,
         text.get(start..offset).map_or(1, |s| s.chars().count() + 1),
     )
+}
+
+/// Names where a value set by flag or environment came from: the variable when the flag was
+/// not on the command line.
+pub fn from_env_or_flag(flag: &str, variable: &str) -> String {
+    let on_command_line = std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
+    if !on_command_line && std::env::var_os(variable).is_some() {
+        format!("{variable} (environment)")
+    } else {
+        flag.to_string()
+    }
 }
 
 impl Settings {
@@ -370,8 +384,38 @@ impl Settings {
             (None, Some(d)) => Some(expand(d, &config_dir)),
             (None, None) => None,
         };
-        let mut allowed_hosts = file.allowed_hosts.clone().unwrap_or_default();
-        allowed_hosts.extend(args.allowed_hosts.iter().cloned());
+        let mut allowed_hosts = Vec::new();
+        let given_hosts = file
+            .allowed_hosts
+            .iter()
+            .flatten()
+            .map(|h| (format!("{shown}: allowed_hosts"), h))
+            .chain(
+                args.allowed_hosts
+                    .iter()
+                    .map(|h| ("--allowed-host".to_string(), h)),
+            );
+        for (what, host) in given_hosts {
+            match crate::hosts::AllowedHost::parse(host) {
+                Ok(_) => allowed_hosts.push(host.trim().to_string()),
+                Err(reason) => errors.push(ConfigError::Setting { what, reason }),
+            }
+        }
+        let public_host = match (&args.public_host, &file.public_host) {
+            (Some(h), _) => Some((from_env_or_flag("--public-host", "GANTRY_PUBLIC_HOST"), h)),
+            (None, Some(h)) => Some((format!("{shown}: public_host"), h)),
+            (None, None) => None,
+        }
+        .and_then(|(what, h)| match crate::hosts::authority_of(h) {
+            Ok(authority) => Some(authority),
+            Err(reason) => {
+                errors.push(ConfigError::Setting { what, reason });
+                None
+            }
+        });
+        if let Some(public) = &public_host {
+            allowed_hosts.push(public.clone());
+        }
         let mut allowed_origins = file.allowed_origins.clone().unwrap_or_default();
         allowed_origins.extend(args.allowed_origins.iter().cloned());
 
@@ -468,6 +512,7 @@ impl Settings {
             port: args.port.or(file.port).unwrap_or(DEFAULT_PORT),
             read_only: args.read_only.or(file.read_only).unwrap_or(false),
             permissions,
+            public_host,
             allowed_hosts,
             allowed_origins,
             session_idle,

@@ -3,10 +3,13 @@
 //! - `/<token>/mcp`, or `/mcp` with `Authorization: Bearer <token>`: the connector that token
 //!   belongs to. Tokens are compared in constant time; a wrong or missing one gets a bare 404,
 //!   like every path that is not an endpoint, so nothing hints at what exists.
-//! - `/healthz`: `ok`.
-//! - A request carrying an `Origin` that is neither configured nor the server's own loopback
-//!   origin is refused (403): browsers cannot drive the server from another site's page. A `Host` outside the allowed names is refused by rmcp
-//!   (403), which stops DNS rebinding.
+//! - `/healthz`: `ok`, for exactly the `Host` values MCP answers (so a tunnel check that
+//!   passes means MCP passes too).
+//! - A `Host` outside the allowed names ([`crate::hosts`]) is refused (403) on every path,
+//!   which stops DNS rebinding; the log says which flag admits it. A request carrying an
+//!   `Origin` that is neither configured nor the server's own loopback origin is refused (403):
+//!   browsers cannot drive the server from another site's page. ChatGPT calls from OpenAI's
+//!   servers, not from the page, so its requests carry no `Origin`.
 //! - Bounded: headers must arrive within 10 s, a request must finish within 90 s (every tool
 //!   yields within 30 s), bodies above 4 MiB get 413, at most 256 requests run at once (the rest
 //!   wait) and at most 1024 connections that have proven a token are open.
@@ -28,7 +31,6 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use http::StatusCode;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -178,6 +180,8 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Accepted browser origins.
     pub allowed_origins: Vec<String>,
+    /// The tunnel's public authority, when one was given.
+    pub public_host: Option<String>,
 }
 
 impl From<&Settings> for HttpOptions {
@@ -188,12 +192,43 @@ impl From<&Settings> for HttpOptions {
             state_dir: s.state_dir.clone(),
             allowed_hosts: s.allowed_hosts.clone(),
             allowed_origins: s.allowed_origins.clone(),
+            public_host: s.public_host.clone(),
         }
     }
 }
 
+/// Warns at most once a second, so a flood of refused requests cannot fill the log.
+#[derive(Debug, Default)]
+struct Throttle(std::sync::atomic::AtomicU64);
+
+impl Throttle {
+    fn ready(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let last = self.0.swap(now, std::sync::atomic::Ordering::Relaxed);
+        last != now
+    }
+}
+
+/// The Host value of a request, shortened and stripped of control characters for a log line.
+fn shown_host(request: &Request) -> String {
+    request
+        .headers()
+        .get(http::header::HOST)
+        .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+        .or_else(|| request.uri().authority().map(|a| a.to_string()))
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(100)
+        .collect()
+}
+
 /// The connector endpoints, found by token.
 struct Endpoints<S: Served> {
+    hosts: crate::hosts::HostRules,
+    refused: Throttle,
     tokens: LiveTokens,
     services: Vec<(&'static str, Endpoint<S>)>,
     allowed_origins: Vec<String>,
@@ -229,13 +264,43 @@ impl<S: Served> Endpoints<S> {
             )
                 .into_response();
         }
+        // The Host check comes first and covers every path, /healthz too: a tunnel whose
+        // health check passes must not then be refused on MCP.
+        let host = shown_host(&request);
+        if !self.hosts.admits(&host) {
+            if self.refused.ready() {
+                tracing::warn!(
+                    host = %host,
+                    "refused a request for a Host gantry does not answer (403); if it is your tunnel's name, start gantry with --public-host {host} (or --allowed-host)"
+                );
+            }
+            return (
+                StatusCode::FORBIDDEN,
+                "Forbidden: Host is not allowed; start gantry with --public-host <this host>",
+            )
+                .into_response();
+        }
         if let Some(origin) = request.headers().get(http::header::ORIGIN) {
             let allowed = origin
                 .to_str()
                 .is_ok_and(|o| self.allowed_origins.iter().any(|a| a == o));
             if !allowed {
+                if self.refused.ready() {
+                    let shown: String = String::from_utf8_lossy(origin.as_bytes())
+                        .chars()
+                        .filter(|c| !c.is_control())
+                        .take(100)
+                        .collect();
+                    tracing::warn!(
+                        origin = %shown,
+                        "refused a request from a browser page of another origin (403); if you trust that page, start gantry with --allowed-origin {shown}"
+                    );
+                }
                 return (StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed").into_response();
             }
+        }
+        if request.uri().path() == "/healthz" {
+            return "ok".into_response();
         }
         // Refuse an announced oversized body before reading any of it.
         let announced = request
@@ -290,6 +355,48 @@ impl<S: Served> Endpoints<S> {
     }
 }
 
+/// Why the server could not listen, and what to do about it.
+pub fn listen_error(host: &str, port: u16, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => format!(
+            "cannot listen on {host}:{port}: the port is in use, probably by another gantry (its control page, `gantry admin`, shows it) or another server; stop that one, or choose a free port with --port N (GANTRY_PORT, `port` in the config; 0 picks any)"
+        ),
+        std::io::ErrorKind::PermissionDenied => format!(
+            "cannot listen on {host}:{port}: not allowed (ports below 1024 need privileges); choose another with --port N"
+        ),
+        std::io::ErrorKind::AddrNotAvailable => format!(
+            "cannot listen on {host}:{port}: this machine has no such address; use 127.0.0.1 (the default) or one of its own addresses with --host"
+        ),
+        _ => format!("cannot listen on {host}:{port}: {e}"),
+    }
+}
+
+/// The URLs of `connector` for a server started with `settings`, as `serve` prints them:
+/// the loopback one, then the public one when a public host is set. A port of 0 (chosen at
+/// start) is shown as `<port>`.
+pub fn urls_of(settings: &Settings, connector: &str, token: &str) -> Vec<(String, String)> {
+    let host = match settings.host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(ip)) => format!("[{ip}]"),
+        _ => settings.host.clone(),
+    };
+    let port = if settings.port == 0 {
+        "<port>".to_string()
+    } else {
+        settings.port.to_string()
+    };
+    let mut urls = vec![(
+        connector.to_string(),
+        format!("http://{host}:{port}/{token}/mcp"),
+    )];
+    if let Some(public) = &settings.public_host {
+        urls.push((
+            format!("{connector}@public"),
+            format!("https://{public}/{token}/mcp"),
+        ));
+    }
+    urls
+}
+
 /// The URL a client uses for `connector` (the secret is part of it).
 pub fn connector_url(addr: SocketAddr, token: &str) -> String {
     let host = match addr.ip() {
@@ -308,18 +415,13 @@ pub fn router<S: Served>(
     tokens: LiveTokens,
     shutdown: &CancellationToken,
 ) -> Router {
-    let mut allowed_hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-    if let Ok(ip) = settings.host.parse::<IpAddr>()
-        && !ip.is_unspecified()
-        && !ip.is_loopback()
-    {
-        allowed_hosts.push(ip.to_string());
-    }
-    allowed_hosts.extend(settings.allowed_hosts.iter().cloned());
+    let hosts = crate::hosts::HostRules::new(&settings.host, &settings.allowed_hosts);
+    // The Host check is gantry's own (wildcards, and /healthz alike), made before rmcp sees
+    // the request.
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
-        .with_allowed_hosts(allowed_hosts)
+        .disable_allowed_hosts()
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(shutdown.child_token());
     let services = connectors
@@ -345,18 +447,26 @@ pub fn router<S: Served>(
         ]);
     }
     let endpoints = Arc::new(Endpoints {
+        hosts,
+        refused: Throttle::default(),
         tokens,
         services,
         allowed_origins,
         in_flight: Semaphore::new(MAX_IN_FLIGHT),
         body_kib: Semaphore::new(BODY_BUDGET_BYTES / 1024),
     });
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .fallback(move |request: Request| {
-            let endpoints = endpoints.clone();
-            async move { endpoints.route(request).await }
-        })
+    Router::new().fallback(move |request: Request| {
+        let endpoints = endpoints.clone();
+        async move { endpoints.route(request).await }
+    })
+}
+
+/// A bound HTTP listener whose URLs have been printed.
+pub struct Listening {
+    listener: tokio::net::TcpListener,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    tokens: LiveTokens,
 }
 
 /// Binds, prints one `<connector> <url>` line per served connector on stdout, and serves
@@ -367,6 +477,17 @@ pub async fn serve<S: Served>(
     settings: HttpOptions,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
+    let listening = listen(&app, &connectors, &settings).await?;
+    run(app, connectors, settings, listening, shutdown).await
+}
+
+/// Binds and prints one `<connector> <url>` line per served connector on stdout (and a
+/// `<connector>@public <url>` line when a public host is set).
+pub async fn listen<S: Served>(
+    app: &Arc<S>,
+    connectors: &[&'static tool_api::ConnectorSpec],
+    settings: &HttpOptions,
+) -> Result<Listening, String> {
     let names: Vec<&'static str> = connectors.iter().map(|c| c.name).collect();
     let tokens = LiveTokens::new(&settings.state_dir, &names)?;
     let first = tokens.get();
@@ -384,23 +505,46 @@ pub async fn serve<S: Served>(
         .map_err(|_| format!("--host `{}` is not an IP address", settings.host))?;
     let listener = tokio::net::TcpListener::bind((ip, settings.port))
         .await
-        .map_err(|e| format!("cannot listen on {}:{}: {e}", settings.host, settings.port))?;
+        .map_err(|e| listen_error(&settings.host, settings.port, &e))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     if !ip.is_loopback() {
         tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address and knows a connector URL can use it");
     }
-    let router = router(&app, &connectors, &settings, addr, tokens, &shutdown);
     {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
         for name in &names {
             if let Some(token) = first.get(name) {
                 let _ = writeln!(out, "{name} {}", connector_url(addr, token));
+                if let Some(public) = &settings.public_host {
+                    let _ = writeln!(out, "{name}@public https://{public}/{token}/mcp");
+                }
             }
         }
         let _ = out.flush();
     }
-    tracing::info!(%addr, connectors = names.len(), "serving");
+    Ok(Listening {
+        listener,
+        addr,
+        tokens,
+    })
+}
+
+/// Serves the connectors on a listener from [`listen`] until `shutdown` fires.
+pub async fn run<S: Served>(
+    app: Arc<S>,
+    connectors: Vec<&'static tool_api::ConnectorSpec>,
+    settings: HttpOptions,
+    listening: Listening,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let Listening {
+        listener,
+        addr,
+        tokens,
+    } = listening;
+    let router = router(&app, &connectors, &settings, addr, tokens, &shutdown);
+    tracing::info!(%addr, connectors = connectors.len(), "serving");
 
     let proven = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let unproven = Arc::new(Unproven::default());
@@ -477,7 +621,11 @@ pub async fn serve_stdio<S: Served>(
     let running = server
         .serve(crate::stdio::streams())
         .await
-        .map_err(|e| format!("stdio handshake failed: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "stdio: no MCP client on the other end ({e}). `gantry serve --stdio` is started by an MCP client, which sends an `initialize` request first; `gantry config claude-desktop` (or codex, cursor, claude-code) prints a setup, and `gantry config inspector` a way to try it by hand"
+            )
+        })?;
     running
         .waiting()
         .await

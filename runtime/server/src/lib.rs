@@ -7,13 +7,16 @@
 //! recorded sessions (the `recordings` store); [`ops`]
 //! is the only code that touches the operating system.
 
+pub mod admin;
 pub mod app;
 pub mod audit;
 pub mod check;
 pub mod cli;
 pub mod client_setup;
 pub mod config;
+pub mod config_edit;
 pub mod handlers;
+pub mod hosts;
 pub mod http;
 pub mod ops;
 pub mod permissions;

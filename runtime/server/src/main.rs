@@ -11,8 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 fn init_logging() {
     // stdout is the stdio transport (and the URL lines): logs only ever go to stderr.
+    // rmcp narrates every stateless request at INFO (a fake handshake, "task cancelled" after
+    // each answer); gantry's own line per call says what happened. GANTRY_LOG replaces this.
     let filter = tracing_subscriber::EnvFilter::try_from_env("GANTRY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -55,7 +57,17 @@ async fn shutdown_signal(token: CancellationToken) {
 
 fn main() -> ExitCode {
     gantry::ops::process_limits::return_large_blocks();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let argv: Vec<String> = std::env::args().collect();
+            if let Some(why) = gantry::cli::blame_environment(&e, &argv) {
+                eprintln!("gantry: {why}");
+                return ExitCode::from(2);
+            }
+            e.exit()
+        }
+    };
     init_logging();
     gantry::ops::process_limits::raise_open_files();
     match cli.command {
@@ -107,6 +119,23 @@ fn main() -> ExitCode {
                 )]),
             }
         }
+        Command::Admin(args) => {
+            let settings = match Settings::resolve(&args.common) {
+                Ok(s) => s,
+                Err(e) => return fail(&e.iter().map(ToString::to_string).collect::<Vec<_>>()),
+            };
+            let file = settings.state_dir.join(gantry::admin::URL_FILE);
+            match std::fs::read_to_string(&file) {
+                Ok(url) if gantry::admin::answers(url.trim()) => {
+                    println!("{}", url.trim());
+                    ExitCode::SUCCESS
+                }
+                _ => fail(&[format!(
+                    "no gantry is serving its control page for the state directory {}; start one with `cargo gantry serve` (it prints the page's URL), or give the same --state-dir",
+                    settings.state_dir.display()
+                )]),
+            }
+        }
         Command::Token(TokenCommand::Rotate { connector, common }) => {
             let settings = match Settings::resolve(&common) {
                 Ok(s) => s,
@@ -124,11 +153,19 @@ fn main() -> ExitCode {
                 });
             match rotated {
                 Ok(list) => {
+                    let tokens =
+                        gantry::state_dir::Tokens::load_or_create(&settings.state_dir, &names).ok();
                     for c in list {
-                        println!(
-                            "{c}: new secret in {}; the old URL stops working now",
+                        eprintln!(
+                            "gantry: {c}: new secret in {}; the old URL stops working now (a running server takes the new one at its next request); in ChatGPT, edit the connector's URL",
                             gantry::state_dir::tokens_path(&settings.state_dir).display()
                         );
+                        let Some(token) = tokens.as_ref().and_then(|t| t.get(c)) else {
+                            continue;
+                        };
+                        for (label, url) in gantry::http::urls_of(&settings, c, token) {
+                            println!("{label} {url}");
+                        }
                     }
                     ExitCode::SUCCESS
                 }
@@ -168,7 +205,6 @@ fn main() -> ExitCode {
                 &args.connector,
                 &exe,
                 token,
-                args.public_host.as_deref(),
             );
             if let Some(hint) = hint {
                 eprintln!("gantry: {hint}");
@@ -220,7 +256,19 @@ fn main() -> ExitCode {
                     }
                 } else {
                     let options = gantry::http::HttpOptions::from(&served.settings);
-                    gantry::http::serve(served.clone(), connectors, options, token).await
+                    let listening = gantry::http::listen(&served, &connectors, &options).await?;
+                    if !args.no_admin {
+                        let (control, listener) = gantry::admin::bind(
+                            served.clone(),
+                            args.admin_port.unwrap_or(0),
+                            listening.addr,
+                            connectors.clone(),
+                        )
+                        .await?;
+                        println!("admin {}", control.url());
+                        tokio::spawn(control.serve(listener, token.clone()));
+                    }
+                    gantry::http::run(served.clone(), connectors, options, listening, token).await
                 }
             });
             // Whatever ended the serving (stdin closed, SIGTERM, SIGINT), no command outlives it.

@@ -59,6 +59,27 @@ impl PermissionState {
         self.available(name) && !(self.read_only && mutates)
     }
 
+    /// What the user chose for `name` (before platform, desktop and read-only masks).
+    pub fn chosen(&self, name: &str) -> bool {
+        self.stored.get(name).copied().unwrap_or(false)
+    }
+
+    /// Why `name` is not in effect although chosen, when it is not.
+    pub fn masked_by(&self, name: &str) -> Option<&'static str> {
+        let Some(p) = Permission::from_name(name) else {
+            return Some("unknown permission");
+        };
+        if !p.spec().platforms.contains(&self.platform) {
+            Some("not available on this platform")
+        } else if !self.desktop && desktop_bound(name) {
+            Some("no desktop was reached when gantry started")
+        } else if self.read_only && p.spec().mutates && self.chosen(name) {
+            Some("read-only mode")
+        } else {
+            None
+        }
+    }
+
     /// Whether read-only mode is on.
     pub fn read_only(&self) -> bool {
         self.read_only

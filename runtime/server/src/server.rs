@@ -235,7 +235,50 @@ fn labels(cx: &RequestContext<RoleServer>) -> Vec<(&'static str, String)> {
         .collect()
 }
 
+/// Who is calling, for the log: the client's name and version as its `initialize` gave them
+/// (stdio), as the request's own `_meta` gives them (MCP 2026-07-28 over HTTP), or else the
+/// HTTP `User-Agent`. Shortened and free of control characters.
+fn client_of(cx: &RequestContext<RoleServer>) -> String {
+    let named = |i: &Implementation| format!("{} {}", i.name, i.version);
+    let from_handshake = cx
+        .peer
+        .peer_info()
+        .map(|p| p.client_info.clone())
+        .filter(|i| *i != Implementation::default());
+    let from_meta = || cx.meta.client_info();
+    let from_agent = || {
+        cx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get(http::header::USER_AGENT))
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    let label = from_handshake
+        .or_else(from_meta)
+        .map(|i| named(&i))
+        .or_else(from_agent)
+        .unwrap_or_else(|| "unnamed client".into());
+    label.chars().filter(|c| !c.is_control()).take(80).collect()
+}
+
 impl<S: Served> ServerHandler for ConnectorServer<S> {
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        let client: String = format!(
+            "{} {}",
+            request.client_info.name, request.client_info.version
+        )
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(80)
+        .collect();
+        tracing::info!(connector = self.connector.name, client = %client, protocol = %request.protocol_version, "client connected");
+        cx.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("gantry", env!("CARGO_PKG_VERSION")))
@@ -280,7 +323,14 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
         let labels = labels(&cx);
         let decision = crate::audit::overall(&recorded.decisions);
         let duration = started.elapsed();
-        tracing::info!(connector = self.connector.name, tool = %name, outcome = code, duration_us = duration.as_micros() as u64, "tool call");
+        tracing::info!(
+            connector = self.connector.name,
+            tool = %name,
+            outcome = code,
+            ms = format_args!("{:.1}", duration.as_secs_f64() * 1000.0),
+            client = %client_of(&cx),
+            "call"
+        );
         self.app.audit().record(&mut Entry {
             ts_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

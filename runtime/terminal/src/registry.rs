@@ -92,6 +92,25 @@ pub enum TerminalError {
     Write(u64, std::io::Error),
 }
 
+/// One live session as [`Registry::list`] shows it.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// Its id.
+    pub id: u64,
+    /// The connector instance that started it.
+    pub owner: String,
+    /// What it runs, shortened.
+    pub command: String,
+    /// The shell's process id.
+    pub pid: u32,
+    /// Since it started.
+    pub age: Duration,
+    /// Since it was last used.
+    pub idle: Duration,
+    /// Its process has exited (its output not yet collected).
+    pub exited: bool,
+}
+
 /// The live sessions.
 #[derive(Debug)]
 pub struct Registry {
@@ -387,6 +406,10 @@ impl Registry {
     ) -> Result<Outcome, TerminalError> {
         let started = Instant::now();
         let mut notes = Vec::new();
+        let label = match &run.commands {
+            Commands::One(c) => c.clone(),
+            Commands::Batch(items) => items.join(" ; "),
+        };
         let prepared = match &self.snapshots {
             Some(s) => {
                 let s = s.clone();
@@ -531,6 +554,7 @@ impl Registry {
                 }
             }
         };
+        session.describe(&label);
         end(evicted).await;
         let collected = session.collect(Wait::Full, deadline, budget).await;
         // The next shell starts once this command has had the machine to itself.
@@ -699,6 +723,35 @@ impl Registry {
             .notes
             .push(format!("session {id} and its process tree were ended"));
         Ok(outcome)
+    }
+
+    /// The live sessions, oldest first, as the user sees them (any owner).
+    pub fn list(&self) -> Vec<Listed> {
+        let mut all: Vec<Listed> = self
+            .sessions()
+            .values()
+            .map(|s| Listed {
+                id: s.id,
+                owner: s.owner().to_string(),
+                command: s.command().to_string(),
+                pid: s.pid(),
+                age: s.age(),
+                idle: s.last_used().elapsed(),
+                exited: s.exited(),
+            })
+            .collect();
+        all.sort_by_key(|l| std::cmp::Reverse(l.age));
+        all
+    }
+
+    /// Ends a session and its process tree whoever started it (the user's own kill, from
+    /// the control page); false when no live session has this id.
+    pub async fn end_any(&self, id: u64) -> bool {
+        let Some(session) = self.sessions().remove(&id) else {
+            return false;
+        };
+        end(vec![session]).await;
+        true
     }
 
     /// Ends sessions unused for longer than the idle timeout; returns their ids.

@@ -148,6 +148,8 @@ pub struct Session {
     pub id: u64,
     /// The connector instance that started it: only it may reach the session.
     owner: std::sync::OnceLock<String>,
+    /// What it runs, shortened, for the user's list of sessions.
+    command: std::sync::OnceLock<String>,
     pid: u32,
     tag: String,
     start_ticks: u64,
@@ -263,6 +265,7 @@ impl Session {
                 .owner
                 .clone()
                 .map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from),
+            command: std::sync::OnceLock::new(),
             pid,
             tag,
             start_ticks,
@@ -356,6 +359,21 @@ impl Session {
     /// The connector instance the session answers to (empty until claimed).
     pub fn owner(&self) -> &str {
         self.owner.get().map_or("", String::as_str)
+    }
+
+    /// Names what the session runs (shown to the user, never to a model).
+    pub fn describe(&self, command: &str) {
+        let _ = self.command.set(command.chars().take(200).collect());
+    }
+
+    /// What the session runs, as [`Session::describe`] gave it.
+    pub fn command(&self) -> &str {
+        self.command.get().map_or("", String::as_str)
+    }
+
+    /// The process id of the command's shell.
+    pub fn pid(&self) -> u32 {
+        self.pid
     }
 
     /// Gives a session started ahead of its command its owner; false if it had one.

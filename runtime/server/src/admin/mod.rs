@@ -1,0 +1,606 @@
+//! The control page: one place where the user sees and switches what the model may do.
+//!
+//! It is served by `gantry serve` on a listener of its own, bound to 127.0.0.1 whatever
+//! `--host` says, so a tunnel that carries the MCP port never reaches it. Every request must
+//! carry the page's secret as the first path segment (a fresh 256-bit value each start,
+//! printed at start and by `gantry admin`), a loopback `Host` naming the page's own port,
+//! and no foreign `Origin` or cross-site `Sec-Fetch-Site`; a form that changes something
+//! must also carry the page's CSRF token. Anything else gets 403, or 404 for a wrong secret.
+//!
+//! Changes go where a hand edit would: the config file (through [`crate::config_edit`],
+//! comments and layout kept) and the tokens file, and apply from the next call. A change
+//! that leaves the config unusable is undone.
+
+mod page;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, Method, StatusCode, header};
+use tokio_util::sync::CancellationToken;
+
+use crate::app::App;
+use crate::config_edit::Change;
+use crate::state_dir::LiveTokens;
+
+/// The largest form a request may post.
+const MAX_FORM_BYTES: usize = 16 << 10;
+/// Audit lines the live tail shows before new ones arrive.
+const TAIL_BACKLOG: usize = 50;
+/// The name of the file that tells `gantry admin` where the page of a running server is.
+pub const URL_FILE: &str = "admin.url";
+
+/// Whether something listens where `url` (a page URL from [`URL_FILE`]) points: a server
+/// that died without removing the file is not reported as running.
+pub fn answers(url: &str) -> bool {
+    let Some(authority) = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+    else {
+        return false;
+    };
+    authority
+        .parse::<SocketAddr>()
+        .ok()
+        .filter(|a| a.ip().is_loopback())
+        .is_some_and(|a| {
+            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_millis(500)).is_ok()
+        })
+}
+
+/// What the page needs from the running server.
+pub struct Control {
+    app: Arc<App>,
+    secret: String,
+    csrf: String,
+    port: u16,
+    mcp: SocketAddr,
+    connectors: Vec<&'static tool_api::ConnectorSpec>,
+    tokens: LiveTokens,
+}
+
+fn random_secret() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| format!("cannot draw a random secret: {e}"))?;
+    use base64::Engine as _;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
+fn same(a: &str, b: &str) -> bool {
+    use subtle::ConstantTimeEq as _;
+    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+/// A page of gantry's own, with the headers that keep it to itself: no framing, no caching,
+/// no referrer (the URL holds the secret), scripts and styles only from itself.
+fn own(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+fn refuse(status: StatusCode, why: &'static str) -> Response {
+    own((status, why).into_response())
+}
+
+/// Binds the page's listener on loopback (`port` 0 picks a free one) and writes where it is
+/// for `gantry admin`. Returns the page and the listener.
+pub async fn bind(
+    app: Arc<App>,
+    port: u16,
+    mcp: SocketAddr,
+    connectors: Vec<&'static tool_api::ConnectorSpec>,
+) -> Result<(Arc<Control>, tokio::net::TcpListener), String> {
+    let listener = tokio::net::TcpListener::bind((IpAddr::V4(Ipv4Addr::LOCALHOST), port))
+        .await
+        .map_err(|e| {
+            format!(
+                "control page: {}",
+                crate::http::listen_error("127.0.0.1", port, &e)
+            )
+        })?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let names: Vec<&'static str> = connectors.iter().map(|c| c.name).collect();
+    let tokens = LiveTokens::new(&app.settings.state_dir, &names)?;
+    let control = Arc::new(Control {
+        secret: random_secret()?,
+        csrf: random_secret()?,
+        port: bound.port(),
+        mcp,
+        connectors,
+        tokens,
+        app,
+    });
+    // Recorded sessions never show the page's secret, whatever a command prints.
+    use crate::server::Served as _;
+    control
+        .app
+        .learn_secrets(vec![control.secret.clone(), control.csrf.clone()]);
+    let file = control.app.settings.state_dir.join(URL_FILE);
+    if let Err(e) =
+        crate::state_dir::write_private(&file, format!("{}\n", control.url()).as_bytes())
+    {
+        tracing::warn!(error = %e, file = %file.display(), "cannot record where the control page is; `gantry admin` will not find it");
+    }
+    Ok((control, listener))
+}
+
+impl Control {
+    /// The page's URL (the secret is part of it).
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/{}/", self.port, self.secret)
+    }
+
+    /// Serves the page until `shutdown` fires, then removes the file `gantry admin` reads.
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        shutdown: CancellationToken,
+    ) {
+        let control = self.clone();
+        let router = axum::Router::new().fallback(move |request: Request| {
+            let control = control.clone();
+            async move { control.handle(request).await }
+        });
+        let served =
+            axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned());
+        if let Err(e) = served.await {
+            tracing::warn!(error = %e, "the control page stopped");
+        }
+        let _ = std::fs::remove_file(self.app.settings.state_dir.join(URL_FILE));
+    }
+
+    /// Whether the request comes from the page itself, in a browser on this machine.
+    fn admits(&self, request: &Request) -> Result<(), (StatusCode, &'static str)> {
+        let own_hosts = [
+            format!("127.0.0.1:{}", self.port),
+            format!("localhost:{}", self.port),
+        ];
+        let host = request
+            .headers()
+            .get_all(header::HOST)
+            .iter()
+            .map(|h| h.to_str().unwrap_or(""))
+            .collect::<Vec<_>>();
+        if host.len() != 1 || !own_hosts.iter().any(|h| h.eq_ignore_ascii_case(host[0])) {
+            return Err((
+                StatusCode::FORBIDDEN,
+                "Forbidden: the control page answers only as 127.0.0.1 or localhost on its own port",
+            ));
+        }
+        if let Some(origin) = request.headers().get(header::ORIGIN) {
+            let ok = origin.to_str().is_ok_and(|o| {
+                own_hosts
+                    .iter()
+                    .any(|h| o.eq_ignore_ascii_case(&format!("http://{h}")))
+            });
+            if !ok {
+                return Err((
+                    StatusCode::FORBIDDEN,
+                    "Forbidden: a page of another origin cannot use the control page",
+                ));
+            }
+        }
+        if let Some(site) = request.headers().get("sec-fetch-site")
+            && !matches!(site.as_bytes(), b"same-origin" | b"none")
+        {
+            return Err((
+                StatusCode::FORBIDDEN,
+                "Forbidden: the control page is not reachable from another site",
+            ));
+        }
+        Ok(())
+    }
+
+    async fn handle(self: Arc<Self>, request: Request) -> Response {
+        if let Err((status, why)) = self.admits(&request) {
+            return refuse(status, why);
+        }
+        let path = request.uri().path().to_string();
+        let Some(rest) = path
+            .strip_prefix('/')
+            .and_then(|p| p.split_once('/'))
+            .filter(|(secret, _)| same(secret, &self.secret))
+            .map(|(_, rest)| rest.to_string())
+        else {
+            return own(StatusCode::NOT_FOUND.into_response());
+        };
+        let query = request.uri().query().unwrap_or("").to_string();
+        let method = request.method().clone();
+        match (method, rest.as_str()) {
+            (Method::GET, "") => self.page(&query).await,
+            (Method::GET, "app.js") => asset("text/javascript", page::SCRIPT),
+            (Method::GET, "style.css") => asset("text/css", page::STYLE),
+            (Method::GET, "fragment/sessions") => {
+                html(page::sessions(&self.app.terminal.list(), &self.csrf))
+            }
+            (Method::GET, "audit") => self.audit_stream(&query).await,
+            (Method::POST, action) => {
+                let action = action.to_string();
+                match read_form(request).await {
+                    Ok(form) if form.get("csrf").is_some_and(|t| same(t, &self.csrf)) => {
+                        let said = self.act(&action, &form).await;
+                        see_page(&self.secret, &said)
+                    }
+                    Ok(_) => refuse(
+                        StatusCode::FORBIDDEN,
+                        "Forbidden: the form's token is missing or stale; reload the page",
+                    ),
+                    Err((status, why)) => refuse(status, why),
+                }
+            }
+            _ => own(StatusCode::NOT_FOUND.into_response()),
+        }
+    }
+
+    /// Does what a form asked; returns what to tell the user.
+    async fn act(&self, action: &str, form: &Form) -> String {
+        let field = |name: &str| form.get(name).unwrap_or("").to_string();
+        match action {
+            "permission" => {
+                let name = field("name");
+                let on = field("on") == "true";
+                self.change(
+                    Change::Permission(name.clone(), on),
+                    &format!(
+                        "{name} is now {} (from the next call)",
+                        if on { "on" } else { "off" }
+                    ),
+                )
+            }
+            "read-only" => {
+                if let Some(from) = self.read_only_fixed() {
+                    return format!(
+                        "read-only mode is set by {from} for this run; the config file cannot change it"
+                    );
+                }
+                let on = field("on") == "true";
+                self.change(
+                    Change::ReadOnly(on),
+                    &format!(
+                        "read-only mode is now {} (from the next call)",
+                        if on { "on" } else { "off" }
+                    ),
+                )
+            }
+            "roots/add" | "roots/remove" => {
+                if let Some(from) = self.roots_fixed() {
+                    return format!(
+                        "the roots are set by {from} for this run; the config file cannot change them"
+                    );
+                }
+                let dir = std::path::PathBuf::from(field("path").trim());
+                if action == "roots/remove" {
+                    return self.change(
+                        Change::RemoveRoot(dir.clone()),
+                        &format!("{} is no longer a root (from the next call)", dir.display()),
+                    );
+                }
+                if !dir.is_absolute() {
+                    return format!("{}: give an absolute path", dir.display());
+                }
+                let dir = match std::fs::canonicalize(&dir) {
+                    Ok(d) if d.is_dir() => d,
+                    Ok(d) => return format!("{}: not a directory", d.display()),
+                    Err(e) => return format!("{}: {e}", dir.display()),
+                };
+                self.change(
+                    Change::AddRoot(dir.clone()),
+                    &format!("{} is now a root (from the next call)", dir.display()),
+                )
+            }
+            "sessions/kill" => {
+                let Ok(id) = field("id").parse::<u64>() else {
+                    return "id: not a session id".into();
+                };
+                if self.app.terminal.end_any(id).await {
+                    tracing::info!(
+                        session = id,
+                        "the user ended a command session from the control page"
+                    );
+                    format!("session {id} and its process tree were ended")
+                } else {
+                    format!("session {id} had already ended")
+                }
+            }
+            "tokens/rotate" => {
+                let names: Vec<&'static str> = self.connectors.iter().map(|c| c.name).collect();
+                let which = field("connector");
+                match crate::state_dir::Tokens::rotate(
+                    &self.app.settings.state_dir,
+                    &names,
+                    Some(&which),
+                ) {
+                    Ok(_) => {
+                        let fresh = self.tokens.get();
+                        use crate::server::Served as _;
+                        self.app.learn_secrets(
+                            fresh.get(&which).map(str::to_string).into_iter().collect(),
+                        );
+                        tracing::info!(connector = %which, "the user rotated a connector secret from the control page");
+                        format!(
+                            "{which} has a new secret: its old URL stopped working; paste the new one into your clients"
+                        )
+                    }
+                    Err(e) => e,
+                }
+            }
+            _ => "unknown action".into(),
+        }
+    }
+
+    /// Writes a change to the config file and applies it now; undoes it if the server cannot
+    /// use the result.
+    fn change(&self, change: Change, done: &str) -> String {
+        let settings = &self.app.settings;
+        let before = std::fs::read(&settings.config_path).ok();
+        let roots = self.app.live_config_roots();
+        if let Err(e) = crate::config_edit::apply(&settings.config_path, &change, &roots) {
+            return e.to_string();
+        }
+        let live = self.app.live();
+        if let Some(why) = &live.broken {
+            // Put the file back exactly as it was, so one click never leaves every call refused.
+            let restored = match &before {
+                Some(bytes) => crate::state_dir::write_private(&settings.config_path, bytes),
+                None => std::fs::remove_file(&settings.config_path),
+            };
+            self.app.live();
+            return match restored {
+                Ok(()) => format!("not changed: with it, {why}"),
+                Err(e) => format!(
+                    "the change made the config unusable ({why}) and could not be undone: {e}"
+                ),
+            };
+        }
+        tracing::info!(change = ?change, "the user changed the config from the control page");
+        done.to_string()
+    }
+
+    fn read_only_fixed(&self) -> Option<String> {
+        self.app
+            .run_args()
+            .read_only
+            .map(|_| crate::config::from_env_or_flag("--read-only", "GANTRY_READ_ONLY"))
+    }
+
+    fn roots_fixed(&self) -> Option<String> {
+        if !self.app.run_args().roots.is_empty() {
+            Some("--root".into())
+        } else if std::env::var_os("GANTRY_ROOTS").is_some_and(|v| !v.is_empty()) {
+            Some("GANTRY_ROOTS (environment)".into())
+        } else {
+            None
+        }
+    }
+
+    async fn page(&self, query: &str) -> Response {
+        let params: Form = parse_form(query.as_bytes());
+        let live = self.app.live();
+        let tokens = self.tokens.get();
+        let exe = std::env::current_exe().unwrap_or_else(|_| "gantry".into());
+        let connectors: Vec<page::Connector> = self
+            .connectors
+            .iter()
+            .map(|c| {
+                let token = tokens.get(c.name).unwrap_or_default();
+                let snippets = page::CLIENTS
+                    .iter()
+                    .map(|(label, client)| {
+                        let (text, _) = crate::client_setup::render(
+                            *client,
+                            &self.app.settings,
+                            self.app.run_args(),
+                            c.name,
+                            &exe,
+                            token,
+                        );
+                        (*label, text)
+                    })
+                    .collect();
+                page::Connector {
+                    name: c.name,
+                    title: c.title,
+                    local: crate::http::connector_url(self.mcp, token),
+                    public: self
+                        .app
+                        .settings
+                        .public_host
+                        .as_ref()
+                        .map(|h| format!("https://{h}/{token}/mcp")),
+                    snippets,
+                }
+            })
+            .collect();
+        let recorded = self.recorded(params.get("q")).await;
+        html(page::render(&page::View {
+            csrf: &self.csrf,
+            said: params.get("said"),
+            broken: live.broken.as_deref(),
+            read_only: live.permissions.read_only(),
+            read_only_fixed: self.read_only_fixed(),
+            permissions: &live.permissions,
+            roots: self
+                .app
+                .roots
+                .get()
+                .all()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            roots_fixed: self.roots_fixed(),
+            connectors,
+            sessions: self.app.terminal.list(),
+            recorded_query: params.get("q").unwrap_or(""),
+            recorded,
+            config_path: self.app.settings.config_path.display().to_string(),
+            tools: generated::TOOLS.iter().map(|t| t.name).collect(),
+        }))
+    }
+
+    /// The newest recorded sessions, or those matching `query`, as `session` renders them.
+    async fn recorded(&self, query: Option<&str>) -> String {
+        let recorder = self.app.recorder.clone();
+        let query = query.map(str::to_string);
+        tokio::task::spawn_blocking(move || {
+            recorder.refresh_for_lookup();
+            let (store, redactor) = match recorder.store() {
+                Ok(s) => s,
+                Err(e) => return format!("recorded sessions are not available: {e}"),
+            };
+            let everyone = |_: &recordings::store::SessionInfo| true;
+            match store.search(
+                recordings::Search {
+                    query: query.as_deref(),
+                    source: None,
+                    cursor: None,
+                },
+                &everyone,
+                redactor,
+                recordings::Budgets {
+                    search_tokens: 3000,
+                    read_tokens: 3000,
+                    newest: 20,
+                },
+            ) {
+                Ok(page) => page.text,
+                Err(e) => format!("recorded sessions: {e}"),
+            }
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    /// The audit log as server-sent events: the last lines that pass the filter, then each
+    /// new one as it is written.
+    async fn audit_stream(&self, query: &str) -> Response {
+        let params = parse_form(query.as_bytes());
+        let filter = crate::audit::Filter {
+            tool: params
+                .get("tool")
+                .filter(|t| !t.is_empty())
+                .map(str::to_string),
+            decision: params
+                .get("decision")
+                .filter(|d| !d.is_empty())
+                .map(str::to_string),
+        };
+        // Subscribed before the backlog is read, so no line falls between the two.
+        let live = self.app.audit.subscribe();
+        let path = self.app.settings.state_dir.join(crate::audit::FILE_NAME);
+        let backlog_filter = filter.clone();
+        let backlog = tokio::task::spawn_blocking(move || {
+            crate::audit::last_lines(&path, &backlog_filter, TAIL_BACKLOG)
+                .map(|(lines, _)| lines)
+                .unwrap_or_default()
+        })
+        .await
+        .unwrap_or_default();
+        use axum::response::sse::Event;
+        use tokio::sync::broadcast::error::RecvError;
+        let stream = futures_util::stream::unfold(
+            (backlog, live, filter),
+            |(mut backlog, mut live, filter)| async move {
+                if let Some(line) = backlog.pop_front() {
+                    let event = Ok::<_, std::convert::Infallible>(Event::default().data(line));
+                    return Some((event, (backlog, live, filter)));
+                }
+                loop {
+                    match live.recv().await {
+                        Ok(line) if filter.keeps(&line) => {
+                            let event = Ok(Event::default().data(&*line));
+                            return Some((event, (backlog, live, filter)));
+                        }
+                        // A reader that fell behind skips ahead; the file keeps every line.
+                        Ok(_) | Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Closed) => return None,
+                    }
+                }
+            },
+        );
+        let mut response = axum::response::sse::Sse::new(stream)
+            .keep_alive(axum::response::sse::KeepAlive::default())
+            .into_response();
+        response
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        own(response)
+    }
+}
+
+fn asset(kind: &'static str, body: &'static str) -> Response {
+    own(([(header::CONTENT_TYPE, kind)], body).into_response())
+}
+
+fn html(body: String) -> Response {
+    own(([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response())
+}
+
+/// After a change, back to the page with what happened (post/redirect/get).
+fn see_page(secret: &str, said: &str) -> Response {
+    let said: String = form_urlencoded::byte_serialize(said.as_bytes()).collect();
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(to) = HeaderValue::from_str(&format!("/{secret}/?said={said}")) {
+        response.headers_mut().insert(header::LOCATION, to);
+    }
+    own(response)
+}
+
+/// A decoded form (or query string): each name's first value.
+#[derive(Debug, Default)]
+struct Form(Vec<(String, String)>);
+
+impl Form {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn parse_form(bytes: &[u8]) -> Form {
+    Form(
+        form_urlencoded::parse(bytes)
+            .take(32)
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect(),
+    )
+}
+
+async fn read_form(request: Request) -> Result<Form, (StatusCode, &'static str)> {
+    let is_form = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    if !is_form {
+        return Err((
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the control page takes only its own forms",
+        ));
+    }
+    let bytes = axum::body::to_bytes(request.into_body(), MAX_FORM_BYTES)
+        .await
+        .map_err(|_| (StatusCode::PAYLOAD_TOO_LARGE, "form too large"))?;
+    Ok(parse_form(&bytes))
+}
