@@ -8,6 +8,8 @@
 
 mod support;
 
+#[cfg(target_os = "linux")]
+mod admin;
 mod apply_patch;
 #[cfg(target_os = "linux")]
 mod bounds;

@@ -75,7 +75,8 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 /// A page of gantry's own, with the headers that keep it to itself: no framing, no caching,
-/// no referrer (the URL holds the secret), scripts and styles only from itself.
+/// no referrer beyond the page itself (the URL holds the secret; a same-origin referrer keeps
+/// the `Origin` of its own forms, which `no-referrer` would turn into `null`), scripts and styles only from itself.
 fn own(mut response: Response) -> Response {
     let h = response.headers_mut();
     h.insert(
@@ -87,7 +88,7 @@ fn own(mut response: Response) -> Response {
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(

