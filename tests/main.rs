@@ -13,6 +13,7 @@ mod admin;
 mod apply_patch;
 #[cfg(target_os = "linux")]
 mod bounds;
+mod cli;
 #[cfg(target_os = "linux")]
 mod confinement;
 #[cfg(target_os = "linux")]
@@ -32,3 +33,4 @@ mod sessions;
 #[cfg(unix)]
 mod shell_env;
 mod surface;
+mod tunnel;

@@ -165,11 +165,20 @@ pub async fn stdio_client(cmd: tokio::process::Command) -> (u32, RunningService<
 }
 
 /// Starts `cmd` (a `serve` over HTTP) and reads the URL it prints for each connector.
-pub async fn http_server(mut cmd: tokio::process::Command) -> HttpServer {
+pub async fn http_server(cmd: tokio::process::Command) -> HttpServer {
+    http_server_with(cmd, false).await
+}
+
+/// The same, its log kept in `child.stderr` (piped) when `keep_log`.
+pub async fn http_server_with(mut cmd: tokio::process::Command, keep_log: bool) -> HttpServer {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(if keep_log {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        })
         .kill_on_drop(true)
         .spawn()
         .unwrap();
