@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _};
+use tokio::io::AsyncReadExt as _;
 
 use crate::support::{Sandbox, gantry, http_server_with};
 
