@@ -285,3 +285,146 @@ async fn gantry_admin_prints_the_page_of_the_running_server_and_only_while_it_ru
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Posts one of the page's forms as the page itself would (its own origin, its token).
+async fn post_form(page: &str, action: &str, fields: &[(&str, &str)]) -> String {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let html = http.get(page).send().await.unwrap().text().await.unwrap();
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_string();
+    let origin = page[..page["http://".len()..].find('/').unwrap() + "http://".len()].to_string();
+    let form = form_urlencoded::Serializer::new(String::new())
+        .append_pair("csrf", &csrf)
+        .extend_pairs(fields)
+        .finish();
+    let r = http
+        .post(format!("{page}{action}"))
+        .header("origin", origin)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let to = r.headers()["location"].to_str().unwrap().to_string();
+    let query = to.split_once('?').map_or("", |(_, q)| q);
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "said")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn roots_added_and_removed_on_the_page_apply_to_the_next_call() {
+    let sb = Sandbox::new();
+    let first = sb.root();
+    let second = sb.path("second");
+    std::fs::create_dir_all(&second).unwrap();
+    std::fs::write(second.join("b.txt"), "in the second root\n").unwrap();
+    let second = second.canonicalize().unwrap();
+    sb.config(&format!(
+        "# mine\nroots = [{:?}]\n",
+        first.display().to_string()
+    ));
+    // Roots from the config file, not from --root, so the page may change them.
+    let mut cmd = tokio::process::Command::new(gantry());
+    cmd.args(["serve", "--port", "0"])
+        .args(["--config", &sb.path("config.toml").display().to_string()])
+        .args(["--state-dir", &sb.path("state").display().to_string()])
+        .current_dir(&first)
+        .env("HOME", sb.path("home"))
+        .env("GANTRY_LOG", "warn")
+        .env_remove("GANTRY_ROOTS");
+    let server = http_server(cmd).await;
+    let page = server.admin.clone().unwrap();
+    let client = server.client("core").await;
+    let read_b = async || {
+        call(
+            &client,
+            "read",
+            json!({ "paths": [second.join("b.txt").display().to_string()] }),
+        )
+        .await
+    };
+    assert!(is_error(&read_b().await));
+    let said = post_form(
+        &page,
+        "roots/add",
+        &[("path", &second.display().to_string())],
+    )
+    .await;
+    assert!(said.contains("is now a root"), "{said}");
+    let r = read_b().await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("in the second root"));
+    let config = std::fs::read_to_string(sb.path("config.toml")).unwrap();
+    assert!(config.starts_with("# mine\n"), "{config}");
+    let said = post_form(
+        &page,
+        "roots/remove",
+        &[("path", &second.display().to_string())],
+    )
+    .await;
+    assert!(said.contains("is no longer a root"), "{said}");
+    assert!(is_error(&read_b().await));
+    // The last root stays, and a path that is not a directory is refused; nothing changes.
+    let before = std::fs::read_to_string(sb.path("config.toml")).unwrap();
+    let said = post_form(
+        &page,
+        "roots/remove",
+        &[("path", &first.display().to_string())],
+    )
+    .await;
+    assert!(said.contains("the last root cannot be removed"), "{said}");
+    let said = post_form(&page, "roots/add", &[("path", "relative/dir")]).await;
+    assert!(said.contains("give an absolute path"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(sb.path("config.toml")).unwrap(),
+        before
+    );
+}
+
+#[tokio::test]
+async fn a_command_the_model_runs_cannot_use_the_control_page() {
+    let sb = Sandbox::new();
+    let (server, page) = served(&sb).await;
+    let before = std::fs::read_to_string(sb.path("config.toml")).unwrap();
+    let http = reqwest::Client::new();
+    let html = http.get(&page).send().await.unwrap().text().await.unwrap();
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_string();
+    let origin = &page[..page["http://".len()..].find('/').unwrap() + "http://".len()];
+    // Everything a browser would send, from a program gantry started (as a confined command
+    // could, having read the page's address from the state directory).
+    let script = format!(
+        "import urllib.request, urllib.error\n\
+         r = urllib.request.Request('{page}permission', data=b'csrf={csrf}&name=read&on=false', headers={{'Origin': '{origin}', 'Content-Type': 'application/x-www-form-urlencoded', 'Sec-Fetch-Site': 'same-origin'}})\n\
+         try:\n    print(urllib.request.urlopen(r).status)\n\
+         except urllib.error.HTTPError as e:\n    print(e.code)\n"
+    );
+    std::fs::write(sb.root().join("post.py"), script).unwrap();
+    let client = server.client("core").await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "python3 post.py", "yield_time_ms": 10000 }),
+    )
+    .await;
+    assert_eq!(command_output(&r).trim(), "403", "{}", text(&r));
+    assert_eq!(
+        std::fs::read_to_string(sb.path("config.toml")).unwrap(),
+        before,
+        "a command changed the config through the page"
+    );
+}

@@ -31,6 +31,9 @@ pub enum EditError {
     /// The change itself is not valid.
     #[error("{0}")]
     Invalid(String),
+    /// The server could not use the file with the change; it was put back.
+    #[error("not changed: with it, {0}")]
+    Unusable(String),
     /// Reading or writing failed.
     #[error("{path}: {source}")]
     Io {
@@ -44,9 +47,29 @@ pub enum EditError {
 /// Serializes edits made by this process, so two clicks never interleave read and write.
 static EDITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The file an edit of the config at `path` replaces: a config kept as a symlink (dotfiles)
+/// stays one, and the file it points to is replaced.
+pub fn target_of(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// Applies `change` to the config file at `path` (created when missing, with its parent
 /// directory). `current_roots` are the roots in effect, used when the file names none.
 pub fn apply(path: &Path, change: &Change, current_roots: &[PathBuf]) -> Result<(), EditError> {
+    apply_checked(path, change, current_roots, || Ok(()))
+}
+
+/// [`apply`], then `usable` (the server reloading the file): when it says the server cannot
+/// use the result, the file is put back as it was (a file that did not exist comes back
+/// empty, which reads as the same defaults, rather than vanishing, which would refuse every
+/// call). Edits of this process run one at a time from read to check, so an undo never
+/// reverts another edit.
+pub fn apply_checked(
+    path: &Path,
+    change: &Change,
+    current_roots: &[PathBuf],
+    usable: impl FnOnce() -> Result<(), String>,
+) -> Result<(), EditError> {
     let _one_at_a_time = match EDITING.lock() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
@@ -56,8 +79,7 @@ pub fn apply(path: &Path, change: &Change, current_roots: &[PathBuf]) -> Result<
         path: shown.clone(),
         source,
     };
-    // A config kept as a symlink (dotfiles) stays one: the file it points to is replaced.
-    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let target = target_of(path);
     let text = match std::fs::read_to_string(&target) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -73,7 +95,12 @@ pub fn apply(path: &Path, change: &Change, current_roots: &[PathBuf]) -> Result<
     if let Some(dir) = target.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    crate::state_dir::write_private(&target, doc.to_string().as_bytes()).map_err(io)
+    crate::state_dir::write_private(&target, doc.to_string().as_bytes()).map_err(io)?;
+    if let Err(why) = usable() {
+        crate::state_dir::write_private(&target, text.as_bytes()).map_err(io)?;
+        return Err(EditError::Unusable(why));
+    }
+    Ok(())
 }
 
 fn edit(
@@ -254,6 +281,20 @@ mod tests {
         let refused = apply(&path, &Change::Permission("root_access".into(), true), &[]);
         assert!(matches!(refused, Err(EditError::Invalid(_))));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    }
+
+    #[test]
+    fn a_change_the_server_cannot_use_is_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, HAND_WRITTEN).unwrap();
+        let undone = apply_checked(&path, &Change::ReadOnly(true), &[], || Err("no".into()));
+        assert!(matches!(undone, Err(EditError::Unusable(_))), "{undone:?}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), HAND_WRITTEN);
+        let missing = dir.path().join("new.toml");
+        let undone = apply_checked(&missing, &Change::ReadOnly(true), &[], || Err("no".into()));
+        assert!(undone.is_err());
+        assert_eq!(std::fs::read_to_string(&missing).unwrap(), "");
     }
 
     #[cfg(unix)]

@@ -140,6 +140,10 @@ impl HostRules {
 
     /// Whether a request with this `Host` header value is answered.
     pub fn admits(&self, header: &str) -> bool {
+        // A Host never carries user information; `x@localhost` would parse as localhost.
+        if header.contains('@') {
+            return false;
+        }
         let Ok(authority) = http::uri::Authority::try_from(header) else {
             return false;
         };
@@ -185,6 +189,8 @@ mod tests {
         assert!(rules.admits("localhost:3210"));
         assert!(rules.admits("[::1]:3210"));
         assert!(!rules.admits("evil.example"));
+        assert!(!rules.admits("evil@localhost"));
+        assert!(!rules.admits("a.trycloudflare.com@evil.example"));
     }
 
     #[test]

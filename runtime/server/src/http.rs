@@ -197,17 +197,36 @@ impl From<&Settings> for HttpOptions {
     }
 }
 
-/// Warns at most once a second, so a flood of refused requests cannot fill the log.
+/// Warns once a minute per refused name and at most a few times a second in all, so a flood
+/// of refused requests can neither fill the log nor hide the one refusal the user is after.
 #[derive(Debug, Default)]
-struct Throttle(std::sync::atomic::AtomicU64);
+struct Throttle(std::sync::Mutex<std::collections::VecDeque<(String, std::time::Instant)>>);
+
+/// Names the throttle remembers.
+const THROTTLE_NAMES: usize = 32;
+/// Warnings in any one second.
+const THROTTLE_PER_SECOND: usize = 4;
 
 impl Throttle {
-    fn ready(&self) -> bool {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let last = self.0.swap(now, std::sync::atomic::Ordering::Relaxed);
-        last != now
+    fn ready_for(&self, name: &str) -> bool {
+        let now = std::time::Instant::now();
+        let mut seen = match self.0.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        seen.retain(|(_, at)| now.duration_since(*at) < Duration::from_secs(60));
+        let last_second = seen
+            .iter()
+            .filter(|(_, at)| now.duration_since(*at) < Duration::from_secs(1))
+            .count();
+        if last_second >= THROTTLE_PER_SECOND || seen.iter().any(|(n, _)| n == name) {
+            return false;
+        }
+        if seen.len() >= THROTTLE_NAMES {
+            seen.pop_front();
+        }
+        seen.push_back((name.to_string(), now));
+        true
     }
 }
 
@@ -266,12 +285,17 @@ impl<S: Served> Endpoints<S> {
         }
         // The Host check comes first and covers every path, /healthz too: a tunnel whose
         // health check passes must not then be refused on MCP.
-        let host = shown_host(&request);
-        if !self.hosts.admits(&host) {
-            if self.refused.ready() {
+        // Decided on the header as sent; `shown_host` is only for the log line.
+        let sent = match request.headers().get(http::header::HOST) {
+            Some(h) => h.to_str().ok().map(str::to_string),
+            None => request.uri().authority().map(|a| a.to_string()),
+        };
+        if !sent.as_deref().is_some_and(|h| self.hosts.admits(h)) {
+            let host = shown_host(&request);
+            if self.refused.ready_for(&host) {
                 tracing::warn!(
                     host = %host,
-                    "refused a request for a Host gantry does not answer (403); if it is your tunnel's name, start gantry with --public-host {host} (or --allowed-host)"
+                    "refused a request for a Host gantry does not answer (403); if and only if this is the name your tunnel printed, start gantry with --public-host {host} (or --allowed-host); anyone can send any Host through a tunnel, so never copy a name you do not recognise"
                 );
             }
             return (
@@ -285,7 +309,7 @@ impl<S: Served> Endpoints<S> {
                 .to_str()
                 .is_ok_and(|o| self.allowed_origins.iter().any(|a| a == o));
             if !allowed {
-                if self.refused.ready() {
+                if self.refused.ready_for("origin") {
                     let shown: String = String::from_utf8_lossy(origin.as_bytes())
                         .chars()
                         .filter(|c| !c.is_control())

@@ -274,7 +274,14 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
         .filter(|c| !c.is_control())
         .take(80)
         .collect();
-        tracing::info!(connector = self.connector.name, client = %client, protocol = %request.protocol_version, "client connected");
+        let protocol: String = request
+            .protocol_version
+            .to_string()
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(40)
+            .collect();
+        tracing::info!(connector = self.connector.name, client = %client, protocol = %protocol, "client connected");
         cx.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }
@@ -307,7 +314,12 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
-        let name: String = request.name.chars().take(64).collect();
+        let name: String = request
+            .name
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(64)
+            .collect();
         let arguments = request.arguments.unwrap_or_default();
         let recording = self.app.recording();
         let arguments_json = if recording {

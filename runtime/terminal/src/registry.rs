@@ -725,6 +725,11 @@ impl Registry {
         Ok(outcome)
     }
 
+    /// The directory of this instance's session cgroups, when sessions get them.
+    pub fn cgroup_dir(&self) -> Option<&std::path::Path> {
+        self.tree.as_ref().map(|t| t.dir())
+    }
+
     /// The live sessions, oldest first, as the user sees them (any owner).
     pub fn list(&self) -> Vec<Listed> {
         let mut all: Vec<Listed> = self

@@ -142,6 +142,12 @@ struct State {
     last_used: Instant,
 }
 
+/// Unicode format characters that change how text around them reads (bidirectional
+/// overrides and isolates, zero-width joiners and marks).
+fn is_format(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
 /// A live command.
 pub struct Session {
     /// Its id.
@@ -362,8 +368,22 @@ impl Session {
     }
 
     /// Names what the session runs (shown to the user, never to a model).
+    /// Long commands keep their start and their end (what a padded command hides is usually at
+    /// its end); control and format characters (bidirectional overrides) are dropped.
     pub fn describe(&self, command: &str) {
-        let _ = self.command.set(command.chars().take(200).collect());
+        const KEEP: usize = 120;
+        let shown: Vec<char> = command
+            .chars()
+            .filter(|c| !c.is_control() && !is_format(*c))
+            .collect();
+        let text = if shown.len() <= 2 * KEEP {
+            shown.into_iter().collect()
+        } else {
+            let head: String = shown[..KEEP].iter().collect();
+            let tail: String = shown[shown.len() - KEEP..].iter().collect();
+            format!("{head} … {tail}")
+        };
+        let _ = self.command.set(text);
     }
 
     /// What the session runs, as [`Session::describe`] gave it.

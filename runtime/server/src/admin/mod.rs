@@ -26,6 +26,8 @@ use crate::app::App;
 use crate::config_edit::Change;
 use crate::state_dir::LiveTokens;
 
+/// Connections the page serves at once.
+const MAX_CONNECTIONS: usize = 32;
 /// The largest form a request may post.
 const MAX_FORM_BYTES: usize = 16 << 10;
 /// Audit lines the live tail shows before new ones arrive.
@@ -151,20 +153,56 @@ impl Control {
     }
 
     /// Serves the page until `shutdown` fires, then removes the file `gantry admin` reads.
+    /// At most [`MAX_CONNECTIONS`] at once, each sending its headers within 10 s: the page
+    /// is for one person, and idle sockets must not eat the server's descriptors.
     pub async fn serve(
         self: Arc<Self>,
         listener: tokio::net::TcpListener,
         shutdown: CancellationToken,
     ) {
-        let control = self.clone();
-        let router = axum::Router::new().fallback(move |request: Request| {
-            let control = control.clone();
-            async move { control.handle(request).await }
-        });
-        let served =
-            axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned());
-        if let Err(e) = served.await {
-            tracing::warn!(error = %e, "the control page stopped");
+        use hyper_util::rt::{TokioIo, TokioTimer};
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let (stream, peer) = tokio::select! {
+                () = shutdown.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(_) => {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                continue;
+            };
+            let Ok(local) = stream.local_addr() else {
+                continue;
+            };
+            let control = self.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                let _slot = slot;
+                let service = hyper::service::service_fn(
+                    move |request: http::Request<hyper::body::Incoming>| {
+                        let control = control.clone();
+                        async move {
+                            Ok::<_, std::convert::Infallible>(
+                                control.handle(request.map(Body::new), peer, local).await,
+                            )
+                        }
+                    },
+                );
+                let mut builder = hyper::server::conn::http1::Builder::new();
+                builder
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(std::time::Duration::from_secs(10));
+                let connection = builder.serve_connection(TokioIo::new(stream), service);
+                tokio::select! {
+                    _ = connection => {}
+                    () = shutdown.cancelled() => {}
+                }
+            });
         }
         let _ = std::fs::remove_file(self.app.settings.state_dir.join(URL_FILE));
     }
@@ -211,7 +249,12 @@ impl Control {
         Ok(())
     }
 
-    async fn handle(self: Arc<Self>, request: Request) -> Response {
+    async fn handle(
+        self: Arc<Self>,
+        request: Request,
+        peer: SocketAddr,
+        local: SocketAddr,
+    ) -> Response {
         if let Err((status, why)) = self.admits(&request) {
             return refuse(status, why);
         }
@@ -236,6 +279,25 @@ impl Control {
             (Method::GET, "audit") => self.audit_stream(&query).await,
             (Method::POST, action) => {
                 let action = action.to_string();
+                // A command gantry ran may know the page's address (it can read the state
+                // directory); only the user's own programs may change anything.
+                let cgroup = self
+                    .app
+                    .terminal
+                    .cgroup_dir()
+                    .map(std::path::Path::to_path_buf);
+                let refused = tokio::task::spawn_blocking(move || {
+                    crate::ops::peer::started_by_gantry(peer, local, cgroup.as_deref())
+                })
+                .await
+                .unwrap_or_else(|_| Some("the check failed".into()));
+                if let Some(why) = refused {
+                    tracing::warn!(why = %why, "the control page refused a change from a program gantry started");
+                    return refuse(
+                        StatusCode::FORBIDDEN,
+                        "Forbidden: a program started by gantry cannot use the control page",
+                    );
+                }
                 match read_form(request).await {
                     Ok(form) if form.get("csrf").is_some_and(|t| same(t, &self.csrf)) => {
                         let said = self.act(&action, &form).await;
@@ -351,29 +413,25 @@ impl Control {
     /// Writes a change to the config file and applies it now; undoes it if the server cannot
     /// use the result.
     fn change(&self, change: Change, done: &str) -> String {
-        let settings = &self.app.settings;
-        let before = std::fs::read(&settings.config_path).ok();
         let roots = self.app.live_config_roots();
-        if let Err(e) = crate::config_edit::apply(&settings.config_path, &change, &roots) {
-            return e.to_string();
+        let applied = crate::config_edit::apply_checked(
+            &self.app.settings.config_path,
+            &change,
+            &roots,
+            || match &self.app.live().broken {
+                Some(why) => Err(why.clone()),
+                None => Ok(()),
+            },
+        );
+        // Reloaded either way: after an undo, the restored file is what applies.
+        self.app.live();
+        match applied {
+            Ok(()) => {
+                tracing::info!(change = ?change, "the user changed the config from the control page");
+                done.to_string()
+            }
+            Err(e) => e.to_string(),
         }
-        let live = self.app.live();
-        if let Some(why) = &live.broken {
-            // Put the file back exactly as it was, so one click never leaves every call refused.
-            let restored = match &before {
-                Some(bytes) => crate::state_dir::write_private(&settings.config_path, bytes),
-                None => std::fs::remove_file(&settings.config_path),
-            };
-            self.app.live();
-            return match restored {
-                Ok(()) => format!("not changed: with it, {why}"),
-                Err(e) => format!(
-                    "the change made the config unusable ({why}) and could not be undone: {e}"
-                ),
-            };
-        }
-        tracing::info!(change = ?change, "the user changed the config from the control page");
-        done.to_string()
     }
 
     fn read_only_fixed(&self) -> Option<String> {

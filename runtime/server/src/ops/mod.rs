@@ -4,6 +4,7 @@
 pub mod confinement;
 pub mod exec;
 pub mod image;
+pub mod peer;
 pub mod process_limits;
 pub mod search;
 

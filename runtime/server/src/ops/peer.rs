@@ -1,0 +1,149 @@
+//! Which program is at the other end of a loopback connection to the control page, and
+//! whether gantry started it: a command the model ran must not be able to use the page the
+//! user uses (a confined command may read the page's address from the state directory).
+//!
+//! Linux only (through `/proc`); elsewhere nothing is known and [`started_by_gantry`] says so.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// Why a connection cannot be trusted as the user's own, or `None` when it can.
+///
+/// `peer` is the client's address as the server sees it, `local` the server's; `cgroup` is
+/// the directory of this instance's command cgroups, when commands get them.
+pub fn started_by_gantry(
+    peer: SocketAddr,
+    local: SocketAddr,
+    cgroup: Option<&Path>,
+) -> Option<String> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::started_by_gantry(peer, local, cgroup)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (peer, local, cgroup);
+        None
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    use std::path::Path;
+
+    /// `0100007F:1F90` (IPv4 in the kernel's byte order, port in hex) as an address.
+    fn parse_v4(field: &str) -> Option<SocketAddr> {
+        let (ip, port) = field.split_once(':')?;
+        let ip = u32::from_str_radix(ip, 16).ok()?;
+        let port = u16::from_str_radix(port, 16).ok()?;
+        Some(SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::from(ip.to_le_bytes())),
+            port,
+        ))
+    }
+
+    /// The socket inode of the client's end of the connection `peer` → `local`.
+    fn inode_of(peer: SocketAddr, local: SocketAddr) -> Option<u64> {
+        let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+        table.lines().skip(1).find_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (from, to, inode) = (f.get(1)?, f.get(2)?, f.get(9)?);
+            (parse_v4(from)? == peer && parse_v4(to)? == local)
+                .then(|| inode.parse().ok())
+                .flatten()
+        })
+    }
+
+    /// The process holding socket `inode` open.
+    fn holder_of(inode: u64) -> Option<u32> {
+        let wanted = format!("socket:[{inode}]");
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|p| {
+            let pid: u32 = p.file_name().to_str()?.parse().ok()?;
+            let fds = std::fs::read_dir(p.path().join("fd")).ok()?;
+            fds.flatten()
+                .any(|fd| {
+                    std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == wanted.as_str())
+                })
+                .then_some(pid)
+        })
+    }
+
+    fn parent_of(pid: u32) -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name may hold spaces and parentheses: the fields follow the last `)`.
+        let rest = stat.rsplit_once(')')?.1;
+        rest.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    pub fn started_by_gantry(
+        peer: SocketAddr,
+        local: SocketAddr,
+        cgroup: Option<&Path>,
+    ) -> Option<String> {
+        if !peer.ip().is_loopback() {
+            return Some("the connection is not from this machine".into());
+        }
+        let Some(pid) = inode_of(peer, local).and_then(holder_of) else {
+            return Some(
+                "cannot tell which program opened the connection (/proc does not show it), so it is not trusted".into(),
+            );
+        };
+        let me = std::process::id();
+        let mut at = pid;
+        for _ in 0..256 {
+            if at == me {
+                return Some(format!("process {pid} was started by gantry"));
+            }
+            match parent_of(at) {
+                Some(parent) if parent > 1 => at = parent,
+                _ => break,
+            }
+        }
+        if let Some(instance) = cgroup.and_then(|d| d.file_name()).and_then(|n| n.to_str())
+            && std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .is_ok_and(|c| c.lines().any(|l| l.split('/').any(|part| part == instance)))
+        {
+            return Some(format!(
+                "process {pid} runs in one of gantry's command cgroups"
+            ));
+        }
+        let tag = format!("{}=", terminal::process_tree::TAG_VAR).into_bytes();
+        if std::fs::read(format!("/proc/{pid}/environ"))
+            .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv.starts_with(&tag)))
+        {
+            return Some(format!(
+                "process {pid} carries a gantry command session's tag"
+            ));
+        }
+        None
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn the_kernels_addresses_read_as_written() {
+            assert_eq!(
+                parse_v4("0100007F:1F90"),
+                Some("127.0.0.1:8080".parse().unwrap())
+            );
+            assert_eq!(parse_v4("nonsense"), None);
+        }
+
+        #[test]
+        fn a_connection_of_this_process_is_found_and_refused_as_gantrys_own() {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (_server_side, peer) = listener.accept().unwrap();
+            let why = started_by_gantry(peer, listener.local_addr().unwrap(), None);
+            assert!(
+                why.as_deref()
+                    .is_some_and(|w| w.contains(&std::process::id().to_string())),
+                "{why:?}"
+            );
+            drop(client);
+        }
+    }
+}
