@@ -87,6 +87,21 @@ async fn served(sb: &Sandbox) -> (HttpServer, String) {
     (server, page)
 }
 
+/// The page's CSRF token, read from its forms as a browser would see it.
+async fn csrf_of(page: &str) -> String {
+    let html = reqwest::get(page).await.unwrap().text().await.unwrap();
+    html.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_string()
+}
+
+/// `http://127.0.0.1:PORT` of a page URL.
+fn origin_of(page: &str) -> &str {
+    &page[..page["http://".len()..].find('/').unwrap() + "http://".len()]
+}
+
 fn tool_names(tools: &[rmcp::model::Tool]) -> Vec<String> {
     tools.iter().map(|t| t.name.to_string()).collect()
 }
@@ -184,13 +199,7 @@ async fn a_page_of_another_origin_cannot_change_or_read_the_control_page() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let html = http.get(&page).send().await.unwrap().text().await.unwrap();
-    let csrf = html
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap()
-        .to_string();
+    let csrf = csrf_of(&page).await;
     drive("foreign-origin", &page, &csrf, async || {}).await;
     // The same from outside a browser: every guard on its own.
     let port = page
@@ -292,14 +301,8 @@ async fn post_form(page: &str, action: &str, fields: &[(&str, &str)]) -> String 
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let html = http.get(page).send().await.unwrap().text().await.unwrap();
-    let csrf = html
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap()
-        .to_string();
-    let origin = page[..page["http://".len()..].find('/').unwrap() + "http://".len()].to_string();
+    let csrf = csrf_of(page).await;
+    let origin = origin_of(page);
     let form = form_urlencoded::Serializer::new(String::new())
         .append_pair("csrf", &csrf)
         .extend_pairs(fields)
@@ -396,15 +399,8 @@ async fn a_command_the_model_runs_cannot_use_the_control_page() {
     let sb = Sandbox::new();
     let (server, page) = served(&sb).await;
     let before = std::fs::read_to_string(sb.path("config.toml")).unwrap();
-    let http = reqwest::Client::new();
-    let html = http.get(&page).send().await.unwrap().text().await.unwrap();
-    let csrf = html
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap()
-        .to_string();
-    let origin = &page[..page["http://".len()..].find('/').unwrap() + "http://".len()];
+    let csrf = csrf_of(&page).await;
+    let origin = origin_of(&page);
     // Everything a browser would send, from a program gantry started (as a confined command
     // could, having read the page's address from the state directory).
     let script = format!(

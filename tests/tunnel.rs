@@ -21,16 +21,20 @@ fn read_call() -> String {
     )
 }
 
-/// Status of a read call to `url` carrying `host`, and of `/healthz` with the same Host.
-async fn statuses(url: &str, host: &str) -> (u16, u16) {
-    let http = reqwest::Client::new();
-    let mcp = http
-        .post(url)
-        .header("host", host)
+/// A read call to `url`, as an MCP client sends it.
+fn read_post(http: &reqwest::Client, url: &str) -> reqwest::RequestBuilder {
+    http.post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2025-11-25")
         .body(read_call())
+}
+
+/// Status of a read call to `url` carrying `host`, and of `/healthz` with the same Host.
+async fn statuses(url: &str, host: &str) -> (u16, u16) {
+    let http = reqwest::Client::new();
+    let mcp = read_post(&http, url)
+        .header("host", host)
         .send()
         .await
         .unwrap()
@@ -194,12 +198,8 @@ async fn refusals_are_logged_with_the_flag_that_admits_them() {
     );
     tokio::time::sleep(Duration::from_millis(1100)).await;
     // ChatGPT calls from OpenAI's servers and sends no Origin; a browser page would.
-    let r = reqwest::Client::new()
-        .post(&url)
+    let r = read_post(&reqwest::Client::new(), &url)
         .header("origin", "https://chatgpt.com")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(read_call())
         .send()
         .await
         .unwrap();
@@ -220,13 +220,8 @@ async fn refusals_are_logged_with_the_flag_that_admits_them() {
         Some("warn"),
     )
     .await;
-    let r = reqwest::Client::new()
-        .post(server.url("core"))
+    let r = read_post(&reqwest::Client::new(), server.url("core"))
         .header("origin", "https://chatgpt.com")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .body(read_call())
         .send()
         .await
         .unwrap();
