@@ -188,7 +188,7 @@ async fn read_only_mode_hides_and_refuses_what_mutates() {
     assert_eq!(
         text(&result),
         format!(
-            "PERMISSION_DENIED: `exec_command` denied: read-only mode is on (policy `mode.read_only` in the base generated from surface.toml); to allow it, set `read_only = false` in {}, or start gantry without --read-only",
+            "PERMISSION_DENIED: `exec_command` denied: read-only mode is on (policy `mode.read_only` in the base generated from surface.toml); to allow it, set `read_only = false` in {} (or on the control page), or start gantry without --read-only and without GANTRY_READ_ONLY",
             sb.path("config.toml").display()
         )
     );

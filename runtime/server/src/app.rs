@@ -301,6 +301,9 @@ impl App {
         if permissions.effective(generated::Permission::Exec.name()) {
             terminal.prepare_in_background();
         }
+        if permissions.read_only() {
+            tracing::info!("read-only mode is on: every tool that changes state is refused");
+        }
         tracing::info!("{}", terminal.process_tree_method());
         let live = Live {
             permissions,

@@ -124,7 +124,13 @@ fn warnings_about(s: &Settings) -> Vec<String> {
         }
     }
     let on = |p: generated::Permission| s.permissions.get(p.name()) == Some(&true);
+    let desktop = if need_desktop.is_empty() {
+        Ok(())
+    } else {
+        desktop::Desktop::connect().map(|_| ())
+    };
     if on(generated::Permission::Control)
+        && desktop.is_ok()
         && !on(generated::Permission::Exec)
         && generated::Permission::Control
             .spec()
@@ -136,11 +142,9 @@ fn warnings_about(s: &Settings) -> Vec<String> {
                 .to_string(),
         );
     }
-    if !need_desktop.is_empty()
-        && let Err(why) = desktop::Desktop::connect()
-    {
+    if let Err(why) = desktop {
         out.push(format!(
-            "permission(s) {} on in {} have no effect here: {why}",
+            "permission(s) {} (on by default or in {}) have no effect here: {why}",
             need_desktop.join(", "),
             s.config_path.display()
         ));

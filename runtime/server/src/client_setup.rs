@@ -97,16 +97,15 @@ pub fn render(
                 &["--public-host".to_string(), host.to_string()],
             );
             let text = format!(
-                "# 1. Start a tunnel to http://127.0.0.1:{port} and note the https:// name it prints
-                 #    (a quick tunnel gets a new name each run; see docs/CHATGPT.md for a stable one):
-                 cloudflared tunnel --url http://127.0.0.1:{port}
-                 # 2. Serve (loopback only), accepting that name:
-                 {serve}
-                 # 3. ChatGPT > Settings > Apps & Connectors > Advanced > Developer mode > Create:
-                 #    MCP Server URL: {public}
-                 #    Authentication: No authentication (the secret is in the URL)
-                 # 4. After changing permissions or upgrading gantry, press Refresh on the connector.
-",
+                "# 1. Start a tunnel to http://127.0.0.1:{port} and note the https:// name it prints\n\
+                 #    (a quick tunnel gets a new name each run; see docs/CHATGPT.md for a stable one):\n\
+                 cloudflared tunnel --url http://127.0.0.1:{port}\n\
+                 # 2. Serve (loopback only), accepting that name:\n\
+                 {serve}\n\
+                 # 3. ChatGPT > Settings > Apps & Connectors > Advanced > Developer mode > Create:\n\
+                 #    MCP Server URL: {public}\n\
+                 #    Authentication: No authentication (the secret is in the URL)\n\
+                 # 4. After changing permissions or upgrading gantry, press Refresh on the connector.\n",
                 port = settings.port,
             );
             let hint = settings.public_host.is_none().then_some(

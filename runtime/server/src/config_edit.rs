@@ -17,6 +17,17 @@ pub enum Change {
     RemoveRoot(PathBuf),
 }
 
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Change::Permission(name, on) => write!(f, "[permissions] {name} = {on}"),
+            Change::ReadOnly(on) => write!(f, "read_only = {on}"),
+            Change::AddRoot(dir) => write!(f, "roots += {}", dir.display()),
+            Change::RemoveRoot(dir) => write!(f, "roots -= {}", dir.display()),
+        }
+    }
+}
+
 /// Why a change was not made (the file is left untouched).
 #[derive(Debug, thiserror::Error)]
 pub enum EditError {

@@ -52,6 +52,7 @@ async fn shutdown_signal(token: CancellationToken) {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+    tracing::info!("stopping: ending every command session and its processes");
     token.cancel();
 }
 

@@ -74,7 +74,7 @@ impl CallContext {
             ))
         } else if policy == "mode.read_only" {
             Some(format!(
-                "to allow it, set `read_only = false` in {file}, or start gantry without --read-only"
+                "to allow it, set `read_only = false` in {file} (or on the control page), or start gantry without --read-only and without GANTRY_READ_ONLY"
             ))
         } else {
             None

@@ -427,7 +427,7 @@ impl Control {
         self.app.live();
         match applied {
             Ok(()) => {
-                tracing::info!(change = ?change, "the user changed the config from the control page");
+                tracing::info!(change = %change, "the user changed the config from the control page");
                 done.to_string()
             }
             Err(e) => e.to_string(),

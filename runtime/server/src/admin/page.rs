@@ -224,8 +224,10 @@ pub fn render(v: &View<'_>) -> String {
         let effective = v.permissions.effective(spec.name);
         let state = match (chosen, effective, v.permissions.masked_by(spec.name)) {
             (_, true, _) => "on".to_string(),
-            (true, false, Some(why)) => format!("off ({})", esc(why)),
-            (false, _, Some(why)) if why != "read-only mode" => format!("off ({})", esc(why)),
+            (true, false, Some(why)) => format!("on, not in effect: {}", esc(why)),
+            (false, _, Some(why)) if why != "read-only mode" => {
+                format!("off (and not in effect: {})", esc(why))
+            }
             _ => "off".to_string(),
         };
         let change = button_form(
@@ -331,7 +333,9 @@ function tail() {
     row.className = "decision-" + line.decision;
     cell(row, new Date(line.ts_ms).toLocaleTimeString());
     cell(row, line.connector); cell(row, line.tool); cell(row, line.decision); cell(row, line.outcome);
-    const d = (line.decisions || [])[0];
+    // The first decision is often about the whole machine (Host); show what the call touched.
+    const ds = line.decisions || [];
+    const d = ds.find((x) => x.resource_type !== "Host") || ds[0];
     cell(row, d ? d.resource : "");
     rows.prepend(row);
     while (rows.children.length > 200) rows.lastChild.remove();
