@@ -63,6 +63,10 @@ fn a_port_in_use_says_what_to_do() {
     assert_eq!(code, Some(2));
     assert!(said.contains("the port is in use"), "{said}");
     assert!(said.contains("--port N"), "{said}");
+    // Nothing was set up or written before the port was tried, and nothing claims it started.
+    let left: Vec<_> = std::fs::read_dir(sb.path("state")).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(!said.contains("approved roots"), "{said}");
 }
 
 #[test]

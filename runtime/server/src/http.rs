@@ -501,16 +501,34 @@ pub async fn serve<S: Served>(
     settings: HttpOptions,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let listening = listen(&app, &connectors, &settings).await?;
+    let bound = bind(&settings)?;
+    let listening = listen(&app, &connectors, &settings, bound)?;
     run(app, connectors, settings, listening, shutdown).await
 }
 
-/// Binds and prints one `<connector> <url>` line per served connector on stdout (and a
-/// `<connector>@public <url>` line when a public host is set).
-pub async fn listen<S: Served>(
+/// Binds the listening socket, before anything else is set up: a port in use or an address
+/// this machine lacks stops the start with no side effect.
+pub fn bind(settings: &HttpOptions) -> Result<std::net::TcpListener, String> {
+    let ip: IpAddr = settings
+        .host
+        .parse()
+        .map_err(|_| format!("--host `{}` is not an IP address", settings.host))?;
+    let listener = std::net::TcpListener::bind((ip, settings.port))
+        .map_err(|e| listen_error(&settings.host, settings.port, &e))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("cannot listen on {}:{}: {e}", settings.host, settings.port))?;
+    Ok(listener)
+}
+
+/// Takes the socket [`bind`] made and prints one `<connector> <url>` line per served
+/// connector on stdout (and a `<connector>@public <url>` line when a public host is set).
+/// Needs a tokio runtime.
+pub fn listen<S: Served>(
     app: &Arc<S>,
     connectors: &[&'static tool_api::ConnectorSpec],
     settings: &HttpOptions,
+    bound: std::net::TcpListener,
 ) -> Result<Listening, String> {
     let names: Vec<&'static str> = connectors.iter().map(|c| c.name).collect();
     let tokens = LiveTokens::new(&settings.state_dir, &names)?;
@@ -523,15 +541,9 @@ pub async fn listen<S: Served>(
             .collect(),
     );
 
-    let ip: IpAddr = settings
-        .host
-        .parse()
-        .map_err(|_| format!("--host `{}` is not an IP address", settings.host))?;
-    let listener = tokio::net::TcpListener::bind((ip, settings.port))
-        .await
-        .map_err(|e| listen_error(&settings.host, settings.port, &e))?;
+    let listener = tokio::net::TcpListener::from_std(bound).map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    if !ip.is_loopback() {
+    if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address and knows a connector URL can use it");
     }
     {

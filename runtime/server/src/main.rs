@@ -223,6 +223,15 @@ fn main() -> ExitCode {
                 Ok(s) => s,
                 Err(e) => return fail(&e.iter().map(ToString::to_string).collect::<Vec<_>>()),
             };
+            // The port first: when it is taken, nothing else is set up or written.
+            let bound = if args.stdio {
+                None
+            } else {
+                match gantry::http::bind(&gantry::http::HttpOptions::from(&settings)) {
+                    Ok(l) => Some(l),
+                    Err(e) => return fail(&[e]),
+                }
+            };
             let app = match App::start(settings, args.common.clone()) {
                 Ok(a) => Arc::new(a),
                 Err(e) => return fail(&e),
@@ -250,14 +259,9 @@ fn main() -> ExitCode {
                 tokio::spawn(shutdown_signal(token.clone()));
                 served.spawn_maintenance();
                 let connectors: Vec<_> = served.connectors().collect();
-                if args.stdio {
-                    tokio::select! {
-                        r = gantry::http::serve_stdio(served.clone(), &connectors, &args.connector) => r,
-                        () = token.cancelled() => Ok(()),
-                    }
-                } else {
+                if let Some(bound) = bound {
                     let options = gantry::http::HttpOptions::from(&served.settings);
-                    let listening = gantry::http::listen(&served, &connectors, &options).await?;
+                    let listening = gantry::http::listen(&served, &connectors, &options, bound)?;
                     if !args.no_admin {
                         let (control, listener) = gantry::admin::bind(
                             served.clone(),
@@ -270,6 +274,11 @@ fn main() -> ExitCode {
                         tokio::spawn(control.serve(listener, token.clone()));
                     }
                     gantry::http::run(served.clone(), connectors, options, listening, token).await
+                } else {
+                    tokio::select! {
+                        r = gantry::http::serve_stdio(served.clone(), &connectors, &args.connector) => r,
+                        () = token.cancelled() => Ok(()),
+                    }
                 }
             });
             // Whatever ended the serving (stdin closed, SIGTERM, SIGINT), no command outlives it.
