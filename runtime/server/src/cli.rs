@@ -176,16 +176,11 @@ pub struct ServeArgs {
     #[arg(long, default_value = generated::core::NAME, requires = "stdio")]
     pub connector: String,
     /// Port of the control page, which always listens on 127.0.0.1 only (default: a free
-    /// one, printed at start and by `gantry admin`).
-    #[arg(
-        long,
-        env = "GANTRY_ADMIN_PORT",
-        value_name = "PORT",
-        conflicts_with = "stdio"
-    )]
+    /// one, printed at start and by `gantry admin`). Not used with --stdio.
+    #[arg(long, env = "GANTRY_ADMIN_PORT", value_name = "PORT")]
     pub admin_port: Option<u16>,
-    /// Do not serve the control page.
-    #[arg(long, conflicts_with = "admin_port")]
+    /// Do not serve the control page (wins over --admin-port).
+    #[arg(long)]
     pub no_admin: bool,
 }
 

@@ -232,6 +232,14 @@ fn main() -> ExitCode {
                     Err(e) => return fail(&[e]),
                 }
             };
+            let admin_socket = if args.stdio || args.no_admin {
+                None
+            } else {
+                match gantry::admin::bind_port(args.admin_port.unwrap_or(0)) {
+                    Ok(l) => Some(l),
+                    Err(e) => return fail(&[e]),
+                }
+            };
             let app = match App::start(settings, args.common.clone()) {
                 Ok(a) => Arc::new(a),
                 Err(e) => return fail(&e),
@@ -262,14 +270,13 @@ fn main() -> ExitCode {
                 if let Some(bound) = bound {
                     let options = gantry::http::HttpOptions::from(&served.settings);
                     let listening = gantry::http::listen(&served, &connectors, &options, bound)?;
-                    if !args.no_admin {
-                        let (control, listener) = gantry::admin::bind(
+                    if let Some(socket) = admin_socket {
+                        let (control, listener) = gantry::admin::start(
                             served.clone(),
-                            args.admin_port.unwrap_or(0),
+                            socket,
                             listening.addr,
                             connectors.clone(),
-                        )
-                        .await?;
+                        )?;
                         println!("admin {}", control.url());
                         tokio::spawn(control.serve(listener, token.clone()));
                     }

@@ -104,22 +104,32 @@ fn refuse(status: StatusCode, why: &'static str) -> Response {
     own((status, why).into_response())
 }
 
-/// Binds the page's listener on loopback (`port` 0 picks a free one) and writes where it is
-/// for `gantry admin`. Returns the page and the listener.
-pub async fn bind(
-    app: Arc<App>,
-    port: u16,
-    mcp: SocketAddr,
-    connectors: Vec<&'static tool_api::ConnectorSpec>,
-) -> Result<(Arc<Control>, tokio::net::TcpListener), String> {
-    let listener = tokio::net::TcpListener::bind((IpAddr::V4(Ipv4Addr::LOCALHOST), port))
-        .await
-        .map_err(|e| {
+/// Binds the page's socket on loopback (`port` 0 picks a free one), before anything else is
+/// set up.
+pub fn bind_port(port: u16) -> Result<std::net::TcpListener, String> {
+    let listener =
+        std::net::TcpListener::bind((IpAddr::V4(Ipv4Addr::LOCALHOST), port)).map_err(|e| {
             format!(
-                "control page: {}",
+                "control page: {} (or --no-admin)",
                 crate::http::listen_error("127.0.0.1", port, &e)
             )
         })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("control page: {e}"))?;
+    Ok(listener)
+}
+
+/// Sets the page up on the socket [`bind_port`] made (needs a tokio runtime) and writes where
+/// it is for `gantry admin`.
+pub fn start(
+    app: Arc<App>,
+    socket: std::net::TcpListener,
+    mcp: SocketAddr,
+    connectors: Vec<&'static tool_api::ConnectorSpec>,
+) -> Result<(Arc<Control>, tokio::net::TcpListener), String> {
+    let listener =
+        tokio::net::TcpListener::from_std(socket).map_err(|e| format!("control page: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let names: Vec<&'static str> = connectors.iter().map(|c| c.name).collect();
     let tokens = LiveTokens::new(&app.settings.state_dir, &names)?;
@@ -183,12 +193,30 @@ impl Control {
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
                 let _slot = slot;
+                // Who opened the connection is looked up once, before any request on it is
+                // read: a command gantry ran may know the page's address (it can read the
+                // state directory), and must neither read the page nor change anything.
+                let cgroup = control
+                    .app
+                    .terminal
+                    .cgroup_dir()
+                    .map(std::path::Path::to_path_buf);
+                let refused: Option<Arc<str>> = tokio::task::spawn_blocking(move || {
+                    crate::ops::peer::started_by_gantry(peer, local, cgroup.as_deref())
+                })
+                .await
+                .unwrap_or_else(|_| Some("the check of who opened the connection failed".into()))
+                .map(Arc::from);
+                if let Some(why) = &refused {
+                    tracing::warn!(why = %why, "the control page refused a connection");
+                }
                 let service = hyper::service::service_fn(
                     move |request: http::Request<hyper::body::Incoming>| {
                         let control = control.clone();
+                        let refused = refused.clone();
                         async move {
                             Ok::<_, std::convert::Infallible>(
-                                control.handle(request.map(Body::new), peer, local).await,
+                                control.handle(request.map(Body::new), refused).await,
                             )
                         }
                     },
@@ -249,12 +277,20 @@ impl Control {
         Ok(())
     }
 
-    async fn handle(
-        self: Arc<Self>,
-        request: Request,
-        peer: SocketAddr,
-        local: SocketAddr,
-    ) -> Response {
+    async fn handle(self: Arc<Self>, request: Request, refused: Option<Arc<str>>) -> Response {
+        if let Some(why) = refused {
+            let mut response = (
+                StatusCode::FORBIDDEN,
+                format!(
+                    "Forbidden: the control page serves only programs the user started, and {why}"
+                ),
+            )
+                .into_response();
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return own(response);
+        }
         if let Err((status, why)) = self.admits(&request) {
             return refuse(status, why);
         }
@@ -279,25 +315,6 @@ impl Control {
             (Method::GET, "audit") => self.audit_stream(&query).await,
             (Method::POST, action) => {
                 let action = action.to_string();
-                // A command gantry ran may know the page's address (it can read the state
-                // directory); only the user's own programs may change anything.
-                let cgroup = self
-                    .app
-                    .terminal
-                    .cgroup_dir()
-                    .map(std::path::Path::to_path_buf);
-                let refused = tokio::task::spawn_blocking(move || {
-                    crate::ops::peer::started_by_gantry(peer, local, cgroup.as_deref())
-                })
-                .await
-                .unwrap_or_else(|_| Some("the check failed".into()));
-                if let Some(why) = refused {
-                    tracing::warn!(why = %why, "the control page refused a change from a program gantry started");
-                    return refuse(
-                        StatusCode::FORBIDDEN,
-                        "Forbidden: a program started by gantry cannot use the control page",
-                    );
-                }
                 match read_form(request).await {
                     Ok(form) if form.get("csrf").is_some_and(|t| same(t, &self.csrf)) => {
                         let said = self.act(&action, &form).await;
@@ -414,13 +431,16 @@ impl Control {
     /// use the result.
     fn change(&self, change: Change, done: &str) -> String {
         let roots = self.app.live_config_roots();
+        // Undone only when the change itself breaks something: a problem that was there
+        // before (a broken policy file, an [exec] change awaiting a restart) is not its doing.
+        let broken_before = self.app.live().broken.clone();
         let applied = crate::config_edit::apply_checked(
             &self.app.settings.config_path,
             &change,
             &roots,
             || match &self.app.live().broken {
-                Some(why) => Err(why.clone()),
-                None => Ok(()),
+                Some(why) if broken_before.as_ref() != Some(why) => Err(why.clone()),
+                _ => Ok(()),
             },
         );
         // Reloaded either way: after an undo, the restored file is what applies.

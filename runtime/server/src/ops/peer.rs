@@ -32,13 +32,14 @@ mod linux {
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     use std::path::Path;
 
-    /// `0100007F:1F90` (IPv4 in the kernel's byte order, port in hex) as an address.
+    /// `0100007F:1F90` (the IPv4 address's bytes as the kernel holds them, printed as a native
+    /// integer; the port in hex) as an address.
     fn parse_v4(field: &str) -> Option<SocketAddr> {
         let (ip, port) = field.split_once(':')?;
         let ip = u32::from_str_radix(ip, 16).ok()?;
         let port = u16::from_str_radix(port, 16).ok()?;
         Some(SocketAddr::new(
-            IpAddr::V4(Ipv4Addr::from(ip.to_le_bytes())),
+            IpAddr::V4(Ipv4Addr::from(ip.to_ne_bytes())),
             port,
         ))
     }
@@ -96,7 +97,8 @@ mod linux {
                 return Some(format!("process {pid} was started by gantry"));
             }
             match parent_of(at) {
-                Some(parent) if parent > 1 => at = parent,
+                // gantry may itself be pid 1 (a container): walk until there is no parent.
+                Some(parent) if parent != 0 && parent != at => at = parent,
                 _ => break,
             }
         }
