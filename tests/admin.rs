@@ -296,7 +296,7 @@ async fn gantry_admin_prints_the_page_of_the_running_server_and_only_while_it_ru
 }
 
 /// Posts one of the page's forms as the page itself would (its own origin, its token).
-async fn post_form(page: &str, action: &str, fields: &[(&str, &str)]) -> String {
+pub(crate) async fn post_form(page: &str, action: &str, fields: &[(&str, &str)]) -> String {
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -10,6 +10,8 @@ mod support;
 
 #[cfg(target_os = "linux")]
 mod admin;
+#[cfg(target_os = "linux")]
+mod agents;
 mod apply_patch;
 #[cfg(target_os = "linux")]
 mod bounds;

@@ -47,6 +47,24 @@ pub fn schema(surface: &Surface) -> String {
     let _ = writeln!(w);
     let _ = writeln!(w, "// The connector endpoint the call arrived on.");
     let _ = writeln!(w, "entity Connector;");
+    if surface.connectors.iter().any(|c| c.workers) {
+        let _ = writeln!(w);
+        let _ = writeln!(
+            w,
+            "// A run of worker agents, started by the `agents` tool of the connector it is in."
+        );
+        let _ = writeln!(w, "entity Run in [Connector];");
+        let _ = writeln!(w);
+        let _ = writeln!(
+            w,
+            "// One worker agent of a run. It calls on an endpoint and secret of its own, so its"
+        );
+        let _ = writeln!(
+            w,
+            "// identity is proven by where the call arrives, never taken from arguments."
+        );
+        let _ = writeln!(w, "entity Worker in [Run];");
+    }
     let _ = writeln!(w);
     let _ = writeln!(
         w,
@@ -121,7 +139,16 @@ pub fn schema(surface: &Surface) -> String {
         groups.extend(t.requires.iter().map(|p| permission_group(p)));
         let mut resources = vec!["Host".to_string()];
         resources.extend(t.targets.iter().cloned());
-        action(w, &t.name, &groups, &resources);
+        let workers = surface
+            .connectors
+            .iter()
+            .any(|c| c.name == t.connector && c.workers);
+        let principals: &[&str] = if workers {
+            &["Connector", "Worker"]
+        } else {
+            &["Connector"]
+        };
+        action(w, &t.name, &groups, principals, &resources);
         for op in &t.operations {
             let groups = vec![
                 connector_group(&t.connector),
@@ -129,20 +156,32 @@ pub fn schema(surface: &Surface) -> String {
             ];
             // An operation may act on the computer as a whole too (a desktop step on the
             // clipboard, a wait), so it applies wherever its tool does.
-            action(w, &operation_action(&t.name, &op.name), &groups, &resources);
+            action(
+                w,
+                &operation_action(&t.name, &op.name),
+                &groups,
+                principals,
+                &resources,
+            );
         }
     }
     s
 }
 
-fn action(w: &mut String, name: &str, groups: &[String], resources: &[String]) {
+fn action(
+    w: &mut String,
+    name: &str,
+    groups: &[String],
+    principals: &[&str],
+    resources: &[String],
+) {
     let groups = groups
         .iter()
         .map(|g| format!("\"{g}\""))
         .collect::<Vec<_>>()
         .join(", ");
     let _ = writeln!(w, "action \"{name}\" in [{groups}] appliesTo {{");
-    let _ = writeln!(w, "  principal: [Connector],");
+    let _ = writeln!(w, "  principal: [{}],", principals.join(", "));
     let _ = writeln!(w, "  resource: [{}],", resources.join(", "));
     let _ = writeln!(w, "  context: Snapshot,");
     let _ = writeln!(w, "}};");
@@ -150,8 +189,9 @@ fn action(w: &mut String, name: &str, groups: &[String], resources: &[String]) {
 
 /// Renders `base.cedar`: the policies every policy set starts with, derived from the surface so
 /// that no user policy file can drop them. Each connector reaches only its own tools (a permit,
-/// and a forbid that no user permit can outweigh), each permission gates its group, and
-/// read-only mode refuses everything that mutates.
+/// and a forbid that no user permit can outweigh; `in` takes in the workers of a connector
+/// that has them), each permission gates its group, and read-only mode refuses everything
+/// that mutates.
 pub fn base_policies(surface: &Surface) -> String {
     let mut s = String::new();
     let w = &mut s;
@@ -171,7 +211,7 @@ pub fn base_policies(surface: &Surface) -> String {
         let _ = writeln!(w, "@id(\"connector.{}\")", c.name);
         let _ = writeln!(
             w,
-            "permit (principal == Connector::\"{}\", action in Action::\"{group}\", resource);",
+            "permit (principal in Connector::\"{}\", action in Action::\"{group}\", resource);",
             c.name
         );
         let _ = writeln!(w);
@@ -183,7 +223,7 @@ pub fn base_policies(surface: &Surface) -> String {
         );
         let _ = writeln!(
             w,
-            "forbid (principal, action in Action::\"{group}\", resource)\nunless {{ principal == Connector::\"{}\" }};",
+            "forbid (principal, action in Action::\"{group}\", resource)\nunless {{ principal in Connector::\"{}\" }};",
             c.name
         );
     }

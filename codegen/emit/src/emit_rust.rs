@@ -752,6 +752,7 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
         let (name, title, description, instructions) =
             (&c.name, &c.title, &c.description, &c.instructions);
         let budget = proc_macro2::Literal::usize_unsuffixed(c.discovery_budget);
+        let workers = c.workers;
         let platforms = c.platforms.iter().map(|p| platform_tokens(*p));
         quote! {
             tool_api::ConnectorSpec {
@@ -761,6 +762,7 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
                 instructions: #instructions,
                 platforms: &[#(#platforms),*],
                 discovery_budget: #budget,
+                workers: #workers,
             },
         }
     });

@@ -74,6 +74,9 @@ pub struct Connector {
     pub platforms: Vec<Platform>,
     /// Most bytes its serialized tools/list may take.
     pub discovery_budget: usize,
+    /// Worker agents started through it call its tools too, as `Worker` principals (each a
+    /// child of its `Run`, which is a child of the connector).
+    pub workers: bool,
 }
 
 /// A Cedar resource type and its attributes.
@@ -416,6 +419,8 @@ mod raw {
         pub instructions: String,
         pub platforms: Vec<Platform>,
         pub discovery_budget: usize,
+        #[serde(default)]
+        pub workers: bool,
     }
 
     #[derive(Deserialize)]
@@ -667,6 +672,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 instructions: c.instructions,
                 platforms: c.platforms,
                 discovery_budget: c.discovery_budget,
+                workers: c.workers,
             }
         })
         .collect::<Vec<_>>();

@@ -474,6 +474,37 @@ impl Engine {
         ids
     }
 
+    /// A worker agent as a principal: `Worker::"<run>/<worker>"`, in `Run::"<run>"`, in the
+    /// connector it was started through. Returns its uid and the entities its ancestry needs.
+    pub(crate) fn worker_principal(
+        &self,
+        connector: &str,
+        run: &str,
+        worker: &str,
+    ) -> Result<(EntityUid, Vec<Entity>), Denial> {
+        let connector = self.connector_uid(connector)?;
+        let (Some(run_ty), Some(worker_ty)) = (
+            self.entity_types.get("Run"),
+            self.entity_types.get("Worker"),
+        ) else {
+            return Err(self.engine_denial(
+                "principal",
+                "Worker",
+                "the schema declares no Run and Worker types",
+            ));
+        };
+        let run_uid = EntityUid::from_type_name_and_id(run_ty.clone(), EntityId::new(run));
+        let worker_uid = EntityUid::from_type_name_and_id(
+            worker_ty.clone(),
+            EntityId::new(format!("{run}/{worker}")),
+        );
+        let run_entity = Entity::new_no_attrs(run_uid.clone(), HashSet::from([connector.clone()]));
+        // Its ancestors listed whole, so a request needs no transitive-closure pass.
+        let worker_entity =
+            Entity::new_no_attrs(worker_uid.clone(), HashSet::from([run_uid, connector]));
+        Ok((worker_uid, vec![run_entity, worker_entity]))
+    }
+
     pub(crate) fn connector_uid(&self, connector: &str) -> Result<EntityUid, Denial> {
         let Some(ty) = self.entity_types.get("Connector") else {
             return Err(self.engine_denial(
@@ -556,6 +587,7 @@ impl Engine {
     pub fn decide<R: Resource + ?Sized>(
         &self,
         principal: &EntityUid,
+        principal_entities: &[Entity],
         action: ActionId,
         resource: &R,
         facts: &Facts,
@@ -598,7 +630,13 @@ impl Engine {
         if use_memo && let Some(d) = self.memo().get(&key) {
             return d.clone();
         }
-        let decision = match self.try_decide(principal, action, resource, &facts.context) {
+        let decision = match self.try_decide(
+            principal,
+            principal_entities,
+            action,
+            resource,
+            &facts.context,
+        ) {
             Ok(d) => d,
             Err(e) => Decision {
                 allowed: false,
@@ -619,6 +657,7 @@ impl Engine {
     fn try_decide<R: Resource + ?Sized>(
         &self,
         principal: &EntityUid,
+        principal_entities: &[Entity],
         action: ActionId,
         resource: &R,
         context: &Context,
@@ -660,8 +699,13 @@ impl Engine {
             })
             .collect();
         let entity = Entity::new(uid.clone(), attrs, HashSet::new()).map_err(|e| e.to_string())?;
-        let entities = Entities::from_entities([action_entity.clone(), entity], None)
-            .map_err(|e| e.to_string())?;
+        let entities = Entities::from_entities(
+            [action_entity.clone(), entity]
+                .into_iter()
+                .chain(principal_entities.iter().cloned()),
+            None,
+        )
+        .map_err(|e| e.to_string())?;
         let request = Request::new(
             principal.clone(),
             action_uid.clone(),

@@ -378,3 +378,57 @@ fn remembered_decisions_never_cross_contexts_principals_or_resources() {
     FULL_SET.with(|f| f.set(false));
     assert_eq!(fresh, ["connector.core"]);
 }
+
+/// A worker reaches its connector's tools through `principal in Connector`, a policy can
+/// single workers out by type or by run, and the prime is not a worker.
+#[test]
+fn a_worker_is_a_principal_in_its_run_and_its_connector() {
+    let schema = format!(
+        "{}\nentity Run in [Connector];\nentity Worker in [Run];\naction \"spawn\" in [\"connector:core\"] appliesTo {{ principal: [Connector, Worker], resource: [Host], context: Snapshot, }};\n",
+        SCHEMA.replace("principal: [Connector]", "principal: [Connector, Worker]")
+    );
+    let policies = r#"
+@id("connector.core")
+permit (principal in Connector::"core", action in Action::"connector:core", resource);
+
+@id("prime_only")
+@reason("only the prime spawns")
+forbid (principal is Worker, action == Action::"spawn", resource);
+
+@id("run_b_reads_nothing")
+forbid (principal in Run::"b", action == Action::"read", resource);
+"#;
+    let engine = Arc::new(
+        Engine::load(
+            &schema,
+            &[PolicyFile {
+                name: "p.cedar".into(),
+                text: policies.into(),
+            }],
+            &["PERMISSION_DENIED"],
+        )
+        .unwrap(),
+    );
+    let facts = engine.facts(&snapshot(true, true, false)).unwrap();
+    let worker = |run: &str| {
+        Gate::for_worker(
+            engine.clone(),
+            "core",
+            crate::gate::WorkerId {
+                run: run.into(),
+                worker: "w1".into(),
+            },
+            &facts,
+        )
+        .unwrap()
+    };
+    let prime = Gate::new(engine.clone(), "core", &facts).unwrap();
+    const SPAWN: ActionId = ActionId::new("spawn");
+    assert!(worker("a").authorize(READ, &Host, ()).is_ok());
+    assert!(worker("b").authorize(READ, &Host, ()).is_err());
+    let denied = worker("a").authorize(SPAWN, &Host, ()).err().unwrap();
+    assert_eq!(denied.reason, "only the prime spawns");
+    assert!(prime.authorize(SPAWN, &Host, ()).is_ok());
+    assert_eq!(worker("a").owner(), "core/a/w1");
+    assert_eq!(prime.owner(), "core");
+}

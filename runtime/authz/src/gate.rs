@@ -3,7 +3,7 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use cedar_policy::EntityUid;
+use cedar_policy::{Entity, EntityUid};
 
 use crate::engine::{Denial, Engine, Facts, Snapshot};
 use crate::resource::{ActionId, Resource};
@@ -53,8 +53,20 @@ impl<T> Deref for Authorized<T> {
 pub struct Gate {
     engine: Arc<Engine>,
     principal: EntityUid,
+    /// The principal's ancestors as entities (a worker's run), empty for a connector.
+    principal_entities: Arc<[Entity]>,
     principal_name: String,
+    worker: Option<Arc<WorkerId>>,
     facts: Facts,
+}
+
+/// A worker agent a call was proven to come from (by the endpoint it arrived on).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WorkerId {
+    /// The run it belongs to.
+    pub run: String,
+    /// Its id within the run (`w1`).
+    pub worker: String,
 }
 
 impl std::fmt::Debug for Gate {
@@ -72,9 +84,46 @@ impl Gate {
         Ok(Self {
             engine,
             principal,
+            principal_entities: Arc::from([]),
             principal_name: connector.to_string(),
+            worker: None,
             facts: facts.clone(),
         })
+    }
+
+    /// A gate for a call of worker `worker` of run `run`, started through `connector`: the
+    /// principal is `Worker::"<run>/<worker>"`, a child of its run and of the connector. Only
+    /// the worker's own endpoint builds one; nothing a caller sends can.
+    pub fn for_worker(
+        engine: Arc<Engine>,
+        connector: &str,
+        worker: WorkerId,
+        facts: &Facts,
+    ) -> Result<Self, Denial> {
+        let (principal, entities) =
+            engine.worker_principal(connector, &worker.run, &worker.worker)?;
+        Ok(Self {
+            engine,
+            principal,
+            principal_entities: Arc::from(entities),
+            principal_name: connector.to_string(),
+            worker: Some(Arc::new(worker)),
+            facts: facts.clone(),
+        })
+    }
+
+    /// The worker the call came from, if a worker made it.
+    pub fn worker(&self) -> Option<&WorkerId> {
+        self.worker.as_deref()
+    }
+
+    /// Who owns what the call starts (a command session, its spill files): the connector
+    /// for the connector's own client, `<connector>/<run>/<worker>` for a worker.
+    pub fn owner(&self) -> String {
+        match &self.worker {
+            Some(w) => format!("{}/{}/{}", self.principal_name, w.run, w.worker),
+            None => self.principal_name.clone(),
+        }
     }
 
     /// A gate straight from a snapshot (validates the context; prefer sharing [`Facts`]).
@@ -100,9 +149,13 @@ impl Gate {
         resource: &R,
         value: T,
     ) -> Result<Authorized<T>, Denial> {
-        let decision = self
-            .engine
-            .decide(&self.principal, action, resource, &self.facts);
+        let decision = self.engine.decide(
+            &self.principal,
+            &self.principal_entities,
+            action,
+            resource,
+            &self.facts,
+        );
         if decision.allowed {
             Ok(Authorized {
                 value,

@@ -1,7 +1,8 @@
 //! gantry's authorizer.
 //!
 //! Every tool call, and every file operation or desktop step inside one, is a single Cedar
-//! request: principal = the connector the caller reached, action = the tool (or operation),
+//! request: principal = the connector the caller reached (or a worker agent, on the endpoint
+//! its run gave it), action = the tool (or operation),
 //! resource = what it touches with facts the runtime computed, context = the live permission
 //! snapshot. A permit is the only way to obtain an [`Authorized`] value, and handlers only
 //! accept `Authorized` inputs, so an unauthorized call does not compile.
@@ -14,5 +15,5 @@ mod gate;
 mod resource;
 
 pub use engine::{Decision, Denial, Engine, Facts, LoadError, PolicyFile, PolicyRef, Snapshot};
-pub use gate::{Authorized, Gate};
+pub use gate::{Authorized, Gate, WorkerId};
 pub use resource::{ActionId, AttrValue, Host, Resource};

@@ -85,6 +85,14 @@ impl CoreHandlers for Noop {
     ) -> Result<Reply<SessionOutput>, ToolError> {
         Err(ToolError::not_implemented(actions::SESSION.as_str()))
     }
+
+    async fn agents(
+        &self,
+        _call: Authorized<generated::core::AgentsArgs>,
+        _cx: &CallContext,
+    ) -> Result<Reply<generated::core::AgentsOutput>, ToolError> {
+        Err(ToolError::not_implemented(actions::AGENTS.as_str()))
+    }
 }
 
 /// Runs a future that never waits (the no-op handler) to completion.

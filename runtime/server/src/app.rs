@@ -101,6 +101,8 @@ pub struct App {
     pub terminal: Arc<terminal::Registry>,
     /// Recorded sessions.
     pub recorder: Arc<crate::recorder::Recorder>,
+    /// Worker agents.
+    pub agents: Arc<crate::agents::Agents>,
 }
 
 impl std::fmt::Debug for App {
@@ -318,6 +320,13 @@ impl App {
             },
         };
         let recorder = Arc::new(crate::recorder::Recorder::open(&settings));
+        let agents = Arc::new(crate::agents::Agents::new(
+            settings.agents.clone(),
+            terminal.clone(),
+            roots.clone(),
+            &settings.state_dir,
+            settings.config_path.clone(),
+        ));
         if permissions_on(&live, generated::Permission::SessionRecording) {
             recorder.import_in_background();
         }
@@ -326,7 +335,12 @@ impl App {
             live: std::sync::RwLock::new(Arc::new(live)),
             args,
             handlers: Handlers {
-                core: CoreTools::new(roots.clone(), terminal.clone(), recorder.clone()),
+                core: CoreTools::new(
+                    roots.clone(),
+                    terminal.clone(),
+                    recorder.clone(),
+                    agents.clone(),
+                ),
                 desktop,
             },
             audit,
@@ -334,6 +348,7 @@ impl App {
             roots,
             terminal,
             recorder,
+            agents,
         })
     }
 
@@ -361,6 +376,7 @@ impl App {
 
     /// Ends idle command sessions every few seconds, for as long as the server runs.
     pub fn spawn_maintenance(self: &Arc<Self>) {
+        self.agents.attach(Arc::downgrade(self));
         let app = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
@@ -376,6 +392,9 @@ impl App {
 
     /// Ends every command session and its process tree (server shutdown).
     pub fn shutdown(&self) {
+        // Recorded first: the workers' programs end with the registry, and their record says
+        // they sleep rather than that they vanished.
+        self.agents.shutdown();
         self.terminal.shutdown();
     }
 

@@ -62,6 +62,7 @@ struct ConfigFile {
     exec: Option<ExecSection>,
     session: Option<SessionSection>,
     desktop: Option<DesktopSection>,
+    agents: Option<crate::agents::AgentsSection>,
     #[serde(default)]
     permissions: BTreeMap<toml::Spanned<String>, bool>,
 }
@@ -156,6 +157,8 @@ pub struct Settings {
     pub defaulted_root: bool,
     /// A desktop batch stops when the user moves the mouse or types.
     pub desktop_yield_to_user: bool,
+    /// Worker agents: slots, ceiling, kinds.
+    pub agents: crate::agents::AgentsConfig,
 }
 
 fn home() -> Option<PathBuf> {
@@ -487,12 +490,22 @@ impl Settings {
             Some((other, span)) => {
                 let (line, column) = line_column(&text, span.start);
                 errors.push(ConfigError::At {
-                    file: shown,
+                    file: shown.clone(),
                     line,
                     column,
                     reason: format!("[exec] confine `{other}` is not \"off\" or \"roots\""),
                 });
                 false
+            }
+        };
+        let agents = match crate::agents::resolve(file.agents, &config_dir) {
+            Ok(a) => a,
+            Err(problems) => {
+                errors.extend(problems.into_iter().map(|p| ConfigError::Setting {
+                    what: format!("{shown}: {}", p.what),
+                    reason: p.reason,
+                }));
+                crate::agents::AgentsConfig::default()
             }
         };
         if !errors.is_empty() {
@@ -529,6 +542,7 @@ impl Settings {
                 .as_ref()
                 .and_then(|d| d.yield_to_user)
                 .unwrap_or(true),
+            agents,
         })
     }
 }

@@ -47,7 +47,7 @@ use crate::state_dir::LiveTokens;
 /// Largest request body.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
 const MAX_IN_FLIGHT: usize = 256;
 /// Request bytes all requests in flight may hold together (a body is also held parsed, so
 /// the memory is a small multiple). A request without a length counts as the largest body.

@@ -8,6 +8,7 @@
 //! is the only code that touches the operating system.
 
 pub mod admin;
+pub mod agents;
 pub mod app;
 pub mod audit;
 pub mod check;

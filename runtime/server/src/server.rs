@@ -30,6 +30,19 @@ pub trait Served: Send + Sync + 'static {
     fn published(&self, connector: &str) -> Vec<&'static str>;
     /// The context a call on `connector` is decided in.
     fn call_context(&self, connector: &str) -> Result<CallContext, ToolError>;
+    /// The context a call of worker agent `worker`, arriving on its own endpoint into
+    /// `connector`, is decided in. Applications without workers refuse every such call.
+    fn worker_context(
+        &self,
+        connector: &str,
+        worker: &authz::WorkerId,
+    ) -> Result<CallContext, ToolError> {
+        let _ = (connector, worker);
+        Err(ToolError::new(
+            tool_api::ErrorCode::PermissionDenied,
+            "this server has no worker agents",
+        ))
+    }
     /// Decodes, authorizes and runs tool `name`.
     fn dispatch<'a>(
         &'a self,
@@ -78,6 +91,25 @@ impl Served for App {
         Ok(CallContext::new(gate).with_config_file(&self.settings.config_path))
     }
 
+    fn worker_context(
+        &self,
+        connector: &str,
+        worker: &authz::WorkerId,
+    ) -> Result<CallContext, ToolError> {
+        let live = self.live();
+        let Some(facts) = &live.facts else {
+            let why = live.broken.as_deref().unwrap_or("no permission snapshot");
+            return Err(ToolError::new(
+                tool_api::ErrorCode::PermissionDenied,
+                format!(
+                    "the config file or a policy file cannot be used, so every call is refused until it is fixed: {why}"
+                ),
+            ));
+        };
+        let gate = authz::Gate::for_worker(live.engine.clone(), connector, worker.clone(), facts)?;
+        Ok(CallContext::new(gate).with_config_file(&self.settings.config_path))
+    }
+
     fn dispatch<'a>(
         &'a self,
         connector: &'a str,
@@ -112,6 +144,8 @@ pub struct ConnectorServer<S: Served = App> {
     /// Names the one connection this server answers (stdio), so its calls form one
     /// recorded conversation when the client gives no session label.
     connection: Option<Arc<str>>,
+    /// The worker agent this server answers, on the endpoint only that worker was given.
+    worker: Option<Arc<authz::WorkerId>>,
 }
 
 impl<S: Served> Clone for ConnectorServer<S> {
@@ -120,6 +154,7 @@ impl<S: Served> Clone for ConnectorServer<S> {
             app: self.app.clone(),
             connector: self.connector,
             connection: self.connection.clone(),
+            worker: self.worker.clone(),
         }
     }
 }
@@ -131,6 +166,22 @@ impl<S: Served> ConnectorServer<S> {
             app,
             connector,
             connection: None,
+            worker: None,
+        }
+    }
+
+    /// The server of `connector` for worker agent `worker` alone: its calls are decided with
+    /// the worker as principal. Only the worker's own endpoint makes one.
+    pub fn for_worker(
+        app: Arc<S>,
+        connector: &'static ConnectorSpec,
+        worker: authz::WorkerId,
+    ) -> Self {
+        Self {
+            app,
+            connector,
+            connection: Some(format!("worker {}/{}", worker.run, worker.worker).into()),
+            worker: Some(Arc::new(worker)),
         }
     }
 
@@ -140,6 +191,7 @@ impl<S: Served> ConnectorServer<S> {
             app,
             connector,
             connection: Some(name.into()),
+            worker: None,
         }
     }
 
@@ -160,7 +212,11 @@ impl<S: Served> ConnectorServer<S> {
         name: &str,
         arguments: rmcp::model::JsonObject,
     ) -> (Result<Encoded, ToolError>, Recorded) {
-        let cx = match self.app.call_context(self.connector.name) {
+        let cx = match &self.worker {
+            Some(w) => self.app.worker_context(self.connector.name, w),
+            None => self.app.call_context(self.connector.name),
+        };
+        let cx = match cx {
             Ok(cx) => cx,
             Err(e) => return (Err(e), Recorded::default()),
         };
@@ -332,7 +388,11 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
             Ok(_) => "ok",
             Err(e) => e.code.as_str(),
         };
-        let labels = labels(&cx);
+        let mut labels = labels(&cx);
+        if let Some(w) = &self.worker {
+            // Proven by the endpoint, unlike the client's own labels.
+            labels.push(("gantry/worker", format!("{}/{}", w.run, w.worker)));
+        }
         let decision = crate::audit::overall(&recorded.decisions);
         let duration = started.elapsed();
         tracing::info!(
@@ -341,6 +401,7 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
             outcome = code,
             ms = format_args!("{:.1}", duration.as_secs_f64() * 1000.0),
             client = %client_of(&cx),
+            worker = self.worker.as_ref().map(|w| format!("{}/{}", w.run, w.worker)),
             "call"
         );
         self.app.audit().record(&mut Entry {
@@ -365,10 +426,11 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
                 .first()
                 .and_then(|c| c.as_text())
                 .map_or("", |t| t.text.as_str());
-            let grouping = match (
-                labels.iter().find(|(k, _)| *k == "openai/session"),
-                &self.connection,
-            ) {
+            let client_label = labels
+                .iter()
+                .find(|(k, _)| *k == "openai/session")
+                .filter(|_| self.worker.is_none());
+            let grouping = match (client_label, &self.connection) {
                 (Some((_, label)), _) => recordings::Grouping::ClientLabel(label.clone()),
                 (None, Some(c)) => recordings::Grouping::Connection(c.to_string()),
                 (None, None) => recordings::Grouping::TimeGap,

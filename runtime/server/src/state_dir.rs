@@ -54,8 +54,9 @@ pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// A connector's secret: 256 bits from the OS CSPRNG, base64url.
-fn new_token() -> std::io::Result<String> {
+/// A secret (a connector's token, the control page's path, a worker's endpoint): 256 bits
+/// from the OS CSPRNG, base64url.
+pub fn new_secret() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
@@ -130,7 +131,7 @@ impl Tokens {
             let token = match stored.get(*c).and_then(toml::Value::as_str) {
                 Some(t) if t.len() >= 22 => t.to_string(),
                 _ => {
-                    let t = new_token().map_err(|e| format!("cannot draw a random token: {e}"))?;
+                    let t = new_secret().map_err(|e| format!("cannot draw a random token: {e}"))?;
                     stored.insert((*c).to_string(), toml::Value::String(t.clone()));
                     changed = true;
                     t
@@ -163,7 +164,7 @@ impl Tokens {
         let mut stored = read_table(&path)?;
         let mut rotated = Vec::new();
         for c in connectors.iter().filter(|c| which.is_none_or(|w| w == **c)) {
-            let t = new_token().map_err(|e| format!("cannot draw a random token: {e}"))?;
+            let t = new_secret().map_err(|e| format!("cannot draw a random token: {e}"))?;
             stored.insert((*c).to_string(), toml::Value::String(t));
             rotated.push(*c);
         }

@@ -17,5 +17,5 @@ pub mod snapshot;
 mod warm;
 pub mod window;
 
-pub use registry::{Commands, Config, Listed, Outcome, Registry, Run, TerminalError};
+pub use registry::{Commands, Config, Held, Listed, Outcome, Registry, Run, Seen, TerminalError};
 pub use session::Exit;

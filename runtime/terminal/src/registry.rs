@@ -92,6 +92,56 @@ pub enum TerminalError {
     Write(u64, std::io::Error),
 }
 
+/// A program the server holds ([`Registry::start_program`]): a worker agent.
+#[derive(Debug)]
+pub struct Held {
+    session: Arc<Session>,
+    table: std::sync::Weak<Mutex<HashMap<u64, Arc<Session>>>>,
+}
+
+/// What one look at a held program saw.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// Its output since the last look.
+    pub output: Drained,
+    /// Set once it has exited.
+    pub exit: Option<Exit>,
+}
+
+impl Held {
+    /// The pid of the shell it runs in (the root of its process tree).
+    pub fn pid(&self) -> u32 {
+        self.session.pid()
+    }
+
+    /// The pids in its cgroup, when it has one (its whole tree, detached processes too).
+    pub fn group_pids(&self) -> Option<Vec<i32>> {
+        self.session.group_pids()
+    }
+
+    /// Waits for output or the exit (at most `wait`) and takes the output, up to `budget`
+    /// bytes inline (the rest is in its spill file).
+    pub async fn look(&self, wait: Duration, budget: usize) -> Seen {
+        let deadline = tokio::time::Instant::now() + wait;
+        let c = self
+            .session
+            .collect(Wait::FirstOutput, deadline, budget)
+            .await;
+        Seen {
+            output: c.output,
+            exit: c.exit,
+        }
+    }
+
+    /// Ends its whole process tree (blocking for at most a few seconds).
+    pub fn end(&self) {
+        if let Some(table) = self.table.upgrade() {
+            lock(&table).remove(&self.session.id);
+        }
+        self.session.terminate();
+    }
+}
+
 /// One live session as [`Registry::list`] shows it.
 #[derive(Debug, Clone)]
 pub struct Listed {
@@ -129,6 +179,9 @@ pub struct Registry {
     spills: Mutex<std::collections::VecDeque<(PathBuf, u64, String)>>,
     /// [`Config::launcher`], replaceable while running (the roots it names can change).
     launcher: Mutex<Vec<std::ffi::OsString>>,
+    /// Programs the server holds (worker agents): not the model's sessions, so never listed
+    /// to it, evicted or reaped, but ended with the registry like every session.
+    held: Arc<Mutex<HashMap<u64, Arc<Session>>>>,
     /// This instance's cgroup tree, when sessions get cgroups.
     tree: Option<Arc<crate::cgroup::Tree>>,
     /// How process trees are ended, for the start-up log.
@@ -250,6 +303,7 @@ impl Registry {
             refilling: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             spills: Mutex::new(std::collections::VecDeque::new()),
             launcher,
+            held: Arc::new(Mutex::new(HashMap::new())),
             tree,
             tree_method,
         }
@@ -651,6 +705,74 @@ impl Registry {
             });
     }
 
+    /// Starts `argv` (a program and its arguments, each passed as one word) as a program the
+    /// server holds: in the user's environment like a command (the login snapshot), in a PTY,
+    /// process tree and cgroup of its own, its output spilled like a command's. It is not one
+    /// of the model's sessions; [`Held::end`] or the registry's shutdown ends it.
+    pub async fn start_program(
+        &self,
+        argv: &[String],
+        cwd: PathBuf,
+        env: Vec<(String, String)>,
+        owner: String,
+    ) -> Result<Held, TerminalError> {
+        if argv.first().is_none_or(String::is_empty) {
+            return Err(TerminalError::Spawn(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no program to start",
+            )));
+        }
+        if argv.iter().any(|w| w.contains('\0')) {
+            return Err(TerminalError::Spawn(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "an argument holds a NUL byte",
+            )));
+        }
+        let prepared = match &self.snapshots {
+            Some(s) => {
+                let s = s.clone();
+                tokio::task::spawn_blocking(move || s.prepare())
+                    .await
+                    .unwrap_or_else(|e| Prepared::Login(format!("snapshot failed: {e}")))
+            }
+            None => Prepared::Login(String::new()),
+        };
+        let script = crate::shell::command_line(self.shell.kind, argv);
+        let id = {
+            let sessions = self.sessions();
+            let held = lock(&self.held);
+            loop {
+                let id = new_id(&sessions)?;
+                if !held.contains_key(&id) {
+                    break id;
+                }
+            }
+        };
+        let spawn = Spawn {
+            invocation: self
+                .shell
+                .prepared_invocation(&script, &prepared, &env, &[]),
+            cwd,
+            env,
+            env_remove: Vec::new(),
+            batch_nonce: None,
+            owner: Some(owner),
+            group: self.group()?,
+        };
+        let spill = SpillConfig {
+            dir: self.config.spill_dir.clone(),
+            cap: self.config.spill_cap,
+            prefix: format!("agent-{id}"),
+        };
+        let session = Session::start(id, spawn, spill).map_err(TerminalError::Spawn)?;
+        session.describe(&argv.join(" "));
+        lock(&self.held).insert(id, session.clone());
+        Ok(Held {
+            session,
+            table: Arc::downgrade(&self.held),
+        })
+    }
+
     /// The session `id` of `owner`; another owner's session is as unknown as a missing one.
     fn get(&self, owner: &str, id: u64) -> Result<Arc<Session>, TerminalError> {
         self.sessions()
@@ -778,6 +900,7 @@ impl Registry {
     /// Ends every session (server shutdown).
     pub fn shutdown(&self) {
         let mut all: Vec<Arc<Session>> = self.sessions().drain().map(|(_, s)| s).collect();
+        all.extend(lock(&self.held).drain().map(|(_, s)| s));
         {
             let mut slot = lock(&self.warm);
             self.closed.store(true, std::sync::atomic::Ordering::SeqCst);

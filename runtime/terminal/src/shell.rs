@@ -149,6 +149,24 @@ pub(crate) fn posix_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// `argv` as one command line of `kind`'s syntax, every word quoted, so no word is expanded
+/// or split however it is written (a program named by the user, a prompt the model wrote).
+pub fn command_line(kind: ShellKind, argv: &[String]) -> String {
+    match kind {
+        ShellKind::Posix => {
+            let words: Vec<String> = argv.iter().map(|w| posix_quote(w)).collect();
+            format!("exec {}", words.join(" "))
+        }
+        ShellKind::PowerShell => {
+            let words: Vec<String> = argv
+                .iter()
+                .map(|w| format!("'{}'", w.replace('\'', "''")))
+                .collect();
+            format!("& {}", words.join(" "))
+        }
+    }
+}
+
 fn label(cmd: &str) -> String {
     let first = cmd.lines().next().unwrap_or("");
     if cmd.lines().nth(1).is_some() {

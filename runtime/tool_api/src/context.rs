@@ -86,6 +86,18 @@ impl CallContext {
         self.gate.connector()
     }
 
+    /// The worker agent that made the call, proven by the endpoint it arrived on; `None` for
+    /// the connector's own client.
+    pub fn worker(&self) -> Option<&authz::WorkerId> {
+        self.gate.worker()
+    }
+
+    /// Who owns what the call starts (command sessions, their spill files): the connector's
+    /// own client and each worker own theirs apart.
+    pub fn owner(&self) -> String {
+        self.gate.owner()
+    }
+
     /// Asks the policies about `action` on `resource`; on a permit returns `value` as
     /// [`Authorized`], otherwise the denial as a tool error.
     pub fn authorize<R: Resource + ?Sized, T>(

@@ -12,7 +12,7 @@ pub mod memory;
 mod reply;
 mod spec;
 
-pub use authz::{ActionId, AttrValue, Authorized, Host, Resource};
+pub use authz::{ActionId, AttrValue, Authorized, Host, Resource, WorkerId};
 pub use context::{CallContext, Decided, MAX_RECORDED_ID_CHARS};
 pub use decode::{Validate, decode};
 pub use effect::{Reads, TypedAction, Writes};

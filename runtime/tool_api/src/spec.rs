@@ -54,6 +54,8 @@ pub struct ConnectorSpec {
     pub platforms: &'static [Platform],
     /// Most bytes its tools/list may take.
     pub discovery_budget: usize,
+    /// Worker agents started through it call its tools too, each on its own endpoint.
+    pub workers: bool,
 }
 
 /// A separately authorized operation of a tool.

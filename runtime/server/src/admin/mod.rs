@@ -65,10 +65,7 @@ pub struct Control {
 }
 
 fn random_secret() -> Result<String, String> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| format!("cannot draw a random secret: {e}"))?;
-    use base64::Engine as _;
-    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+    crate::state_dir::new_secret().map_err(|e| format!("cannot draw a random secret: {e}"))
 }
 
 fn same(a: &str, b: &str) -> bool {
@@ -401,6 +398,12 @@ impl Control {
                     format!("session {id} had already ended")
                 }
             }
+            "agents/end" => match self.app.agents.end_run().await {
+                Some((run, programs)) => format!(
+                    "run {run} was ended: {programs} worker program(s) and their process trees were stopped, and its workers are finished"
+                ),
+                None => "there is no worker run".into(),
+            },
             "tokens/rotate" => {
                 let names: Vec<&'static str> = self.connectors.iter().map(|c| c.name).collect();
                 let which = field("connector");
@@ -528,6 +531,7 @@ impl Control {
             roots_fixed: self.roots_fixed(),
             connectors,
             sessions: self.app.terminal.list(),
+            workers: self.app.agents.overview().map(|r| r.text),
             recorded_query: params.get("q").unwrap_or(""),
             recorded,
             config_path: self.app.settings.config_path.display().to_string(),

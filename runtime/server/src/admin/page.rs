@@ -37,6 +37,8 @@ pub struct View<'a> {
     pub roots_fixed: Option<String>,
     pub connectors: Vec<Connector>,
     pub sessions: Vec<terminal::Listed>,
+    /// The worker run, as `status` renders it, when there is one.
+    pub workers: Option<String>,
     pub recorded_query: &'a str,
     pub recorded: String,
     pub config_path: String,
@@ -143,7 +145,7 @@ pub fn sessions(list: &[terminal::Listed], csrf: &str) -> String {
 pub fn render(v: &View<'_>) -> String {
     let mut p = String::with_capacity(16 << 10);
     p.push_str("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>gantry control</title><link rel=\"stylesheet\" href=\"style.css\"><script src=\"app.js\" defer></script></head><body>");
-    p.push_str("<header><h1>gantry control</h1><nav aria-label=\"Sections\"><a href=\"#connectors\">Connectors</a> <a href=\"#permissions\">Permissions</a> <a href=\"#roots\">Roots</a> <a href=\"#sessions\">Commands</a> <a href=\"#recorded\">Recorded</a> <a href=\"#audit\">Audit</a></nav></header><main>");
+    p.push_str("<header><h1>gantry control</h1><nav aria-label=\"Sections\"><a href=\"#connectors\">Connectors</a> <a href=\"#permissions\">Permissions</a> <a href=\"#roots\">Roots</a> <a href=\"#sessions\">Commands</a> <a href=\"#workers\">Workers</a> <a href=\"#recorded\">Recorded</a> <a href=\"#audit\">Audit</a></nav></header><main>");
     let _ = write!(
         p,
         "<div id=\"said\" role=\"status\" aria-live=\"polite\">{}</div>",
@@ -289,6 +291,23 @@ pub fn render(v: &View<'_>) -> String {
         "<section id=\"sessions\" aria-labelledby=\"h-sessions\"><h2 id=\"h-sessions\">Running commands</h2><table><caption>Command sessions (refreshed every few seconds)</caption><thead><tr><th scope=\"col\">Session</th><th scope=\"col\">Command</th><th scope=\"col\">Connector</th><th scope=\"col\">Age</th><th scope=\"col\">State</th><th scope=\"col\">End</th></tr></thead><tbody id=\"session-rows\">{}</tbody></table></section>",
         sessions(&v.sessions, v.csrf)
     );
+
+    // Worker agents.
+    p.push_str("<section id=\"workers\" aria-labelledby=\"h-workers\"><h2 id=\"h-workers\">Worker agents</h2>");
+    match &v.workers {
+        Some(run) => {
+            let _ = write!(p, "<pre class=\"recorded\">{}</pre>", esc(run));
+            p.push_str(&button_form(
+                "agents/end",
+                v.csrf,
+                &[],
+                "End the run",
+                "End the worker run: stop its programs and finish its workers",
+            ));
+        }
+        None => p.push_str("<p>No worker run.</p>"),
+    }
+    p.push_str("</section>");
 
     // Recorded sessions.
     let _ = write!(

@@ -176,7 +176,7 @@ pub(super) async fn exec_command(
         cwd,
         env: env.into_iter().collect(),
         env_remove,
-        owner: cx.connector().to_string(),
+        owner: cx.owner(),
     };
     let run = cx.authorize(actions::EXEC_COMMAND, &resource, run)?;
     let outcome = exec::start(registry, run, yield_for, budget(args.max_output_tokens)).await?;
@@ -207,7 +207,7 @@ pub(super) async fn write_stdin(
     let outcome = if args.kill == Some(true) {
         exec::kill(
             registry,
-            cx.connector(),
+            &cx.owner(),
             &session,
             budget(args.max_output_tokens),
         )
@@ -226,7 +226,7 @@ pub(super) async fn write_stdin(
         );
         exec::write(
             registry,
-            cx.connector(),
+            &cx.owner(),
             &session,
             &chars,
             yield_for,

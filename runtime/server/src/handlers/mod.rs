@@ -1,6 +1,7 @@
 //! The tool handlers: one struct per connector implementing its generated trait. Handlers get
 //! authorized arguments and authorize each target again through the call's gate.
 
+mod agents;
 mod apply_patch;
 mod desktop;
 mod exec;
@@ -12,9 +13,9 @@ mod view_image;
 use std::sync::Arc;
 
 use generated::core::{
-    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs, FindArgs, FindOutput,
-    ReadArgs, ReadOutput, SessionArgs, SessionOutput, ViewImageArgs, ViewImageOutput,
-    WriteStdinArgs,
+    AgentsArgs, AgentsOutput, ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs,
+    FindArgs, FindOutput, ReadArgs, ReadOutput, SessionArgs, SessionOutput, ViewImageArgs,
+    ViewImageOutput, WriteStdinArgs,
 };
 use generated::types::ExecResult;
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
@@ -27,20 +28,23 @@ pub struct CoreTools {
     roots: Arc<LiveRoots>,
     terminal: Arc<terminal::Registry>,
     recorder: Arc<crate::recorder::Recorder>,
+    agents: Arc<crate::agents::Agents>,
 }
 
 impl CoreTools {
     /// Core handlers: files confined by `roots`, commands in `terminal`'s sessions, recorded
-    /// sessions in `recorder`'s store.
+    /// sessions in `recorder`'s store, worker agents in `agents`.
     pub fn new(
         roots: Arc<LiveRoots>,
         terminal: Arc<terminal::Registry>,
         recorder: Arc<crate::recorder::Recorder>,
+        agents: Arc<crate::agents::Agents>,
     ) -> Self {
         Self {
             roots,
             terminal,
             recorder,
+            agents,
         }
     }
 }
@@ -159,6 +163,14 @@ impl CoreHandlers for CoreTools {
         let cx = cx.clone();
         let args = call.into_inner();
         blocking(move || session::run(&recorder, &roots, &cx, args)).await?
+    }
+
+    async fn agents(
+        &self,
+        call: Authorized<AgentsArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<AgentsOutput>, ToolError> {
+        agents::run(&self.agents, cx, call.into_inner()).await
     }
 }
 

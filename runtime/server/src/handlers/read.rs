@@ -174,7 +174,7 @@ fn authorize_spill(
         return None;
     }
     // Only a path recorded exactly as a reply named it: no `..`, no other file.
-    let id = outputs.spill_of(cx.connector(), path)?;
+    let id = outputs.spill_of(&cx.owner(), path)?;
     let output = Resolved {
         given: given.to_string(),
         path: path.to_path_buf(),

@@ -1,6 +1,7 @@
-//! Which program is at the other end of a loopback connection to the control page, and
-//! whether gantry started it: a command the model ran must not be able to use the page the
-//! user uses (a confined command may read the page's address from the state directory).
+//! Which program is at the other end of a loopback connection: whether gantry started it (a
+//! command the model ran must not be able to use the control page the user uses; a confined
+//! command may read the page's address from the state directory), and whether it belongs to
+//! a worker agent's own process tree (a worker's endpoint answers nothing else).
 //!
 //! Linux only (through `/proc`); elsewhere nothing is known and [`started_by_gantry`] says so.
 
@@ -27,6 +28,50 @@ pub fn started_by_gantry(
     }
 }
 
+/// The process that opened the loopback connection `peer` → `local`, where `/proc` shows it.
+pub fn opener(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::inode_of(peer, local).and_then(linux::holder_of)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (peer, local);
+        None
+    }
+}
+
+/// Why a connection opened by `opener` is not from the process tree rooted at `root` (whose
+/// cgroup holds `group`, when it has one), or `None` when it is. On Linux a connection whose
+/// opener is unknown is refused; elsewhere nothing can be known and none is refused.
+pub fn outside_tree(opener: Option<u32>, root: u32, group: Option<&[i32]>) -> Option<String> {
+    #[cfg(target_os = "linux")]
+    {
+        let Some(pid) = opener else {
+            return Some("cannot tell which program opened the connection".into());
+        };
+        if group.is_some_and(|g| g.iter().any(|p| u32::try_from(*p) == Ok(pid))) {
+            return None;
+        }
+        let mut at = pid;
+        for _ in 0..256 {
+            if at == root {
+                return None;
+            }
+            match linux::parent_of(at) {
+                Some(parent) if parent != 0 && parent != at => at = parent,
+                _ => break,
+            }
+        }
+        Some(format!("process {pid} is not part of it"))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (opener, root, group);
+        None
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod linux {
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -45,7 +90,7 @@ mod linux {
     }
 
     /// The socket inode of the client's end of the connection `peer` → `local`.
-    fn inode_of(peer: SocketAddr, local: SocketAddr) -> Option<u64> {
+    pub(super) fn inode_of(peer: SocketAddr, local: SocketAddr) -> Option<u64> {
         let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
         table.lines().skip(1).find_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
@@ -57,7 +102,7 @@ mod linux {
     }
 
     /// The process holding socket `inode` open.
-    fn holder_of(inode: u64) -> Option<u32> {
+    pub(super) fn holder_of(inode: u64) -> Option<u32> {
         let wanted = format!("socket:[{inode}]");
         std::fs::read_dir("/proc").ok()?.flatten().find_map(|p| {
             let pid: u32 = p.file_name().to_str()?.parse().ok()?;
@@ -70,7 +115,7 @@ mod linux {
         })
     }
 
-    fn parent_of(pid: u32) -> Option<u32> {
+    pub(super) fn parent_of(pid: u32) -> Option<u32> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // The command name may hold spaces and parentheses: the fields follow the last `)`.
         let rest = stat.rsplit_once(')')?.1;
