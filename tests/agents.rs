@@ -498,7 +498,9 @@ async fn without_a_kind_spawn_says_what_to_do() {
     let server = crate::support::http_server(cmd).await;
     let prime = server.client("core").await;
     if which("codex") || which("claude") {
-        eprintln!("SKIPPED without_a_kind_spawn_says_what_to_do: an agent CLI is in /usr/bin");
+        eprintln!(
+            "!! SKIPPED, checked nothing: without_a_kind_spawn_says_what_to_do: an agent CLI is in /usr/bin"
+        );
         return;
     }
     let r = call(
@@ -531,7 +533,7 @@ async fn a_real_agent_cli_hands_in_a_result_when_one_is_installed() {
         .find(|p| std::env::split_paths(&path).any(|d| d.join(p).is_file()));
     let Some(kind) = found else {
         eprintln!(
-            "SKIPPED a_real_agent_cli_hands_in_a_result_when_one_is_installed: neither `codex` nor `claude` is on PATH here"
+            "!! SKIPPED, checked nothing: a_real_agent_cli_hands_in_a_result_when_one_is_installed: neither `codex` nor `claude` is on PATH here"
         );
         return;
     };
@@ -576,4 +578,27 @@ async fn a_real_agent_cli_hands_in_a_result_when_one_is_installed() {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     assert!(results.contains("periwinkle"), "{results}");
+}
+
+/// A stdio server (how desktop clients start gantry) runs workers the same way: its one
+/// thread serves the client and the workers' endpoint alike.
+#[tokio::test]
+async fn a_stdio_server_runs_workers_too() {
+    let sb = Sandbox::new();
+    configure(&sb, 2, 400_000);
+    sb.write("a.txt", "over stdio\n");
+    let prime = sb.stdio(&[]).await;
+    let r = call(
+        &prime,
+        "agents",
+        json!({ "action": "spawn", "tasks": ["READ a.txt", "READ a.txt"] }),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let mut results = String::new();
+    until(&prime, &mut results, |s| {
+        s.state("w1") == "asleep" && s.state("w2") == "asleep"
+    })
+    .await;
+    assert_eq!(results.matches("over stdio").count(), 2, "{results}");
 }

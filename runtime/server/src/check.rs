@@ -78,6 +78,25 @@ pub fn run(
                 let list: Vec<String> = r.all().iter().map(|p| p.display().to_string()).collect();
                 summary.push(format!("approved root(s): {}", list.join(", ")));
                 summary.push(format!("state directory {}", s.state_dir.display()));
+                let kinds: Vec<&str> = s.agents.kinds.iter().map(|k| k.name.as_str()).collect();
+                let from = if s.agents.kinds_from_path {
+                    "found on PATH"
+                } else {
+                    "from the config"
+                };
+                if kinds.is_empty() {
+                    warnings.push(format!(
+                        "worker agents: no kind (none of {} is on PATH, and the config declares none under [agents.kinds.NAME]); `agents` spawn says so",
+                        crate::agents::known_names().join(", ")
+                    ));
+                } else {
+                    summary.push(format!(
+                        "worker kinds ({from}): {}; {} slot(s), ceiling {} tokens",
+                        kinds.join(", "),
+                        s.agents.slots,
+                        s.agents.ceiling_tokens
+                    ));
+                }
             }
             Err(e) => problems.push(e),
         }

@@ -595,6 +595,23 @@ workdir = "work"
         );
     }
 
+    /// The kinds gantry knows by heart pass the checks a declared kind must.
+    #[test]
+    fn the_known_kinds_pass_the_declared_kinds_checks() {
+        for k in known_kinds() {
+            let section = KindSection {
+                start: k.start.clone(),
+                resume: k.resume.clone(),
+                conversation: k.conversation.clone(),
+                tokens: k.tokens.clone(),
+                workdir: None,
+                env: BTreeMap::new(),
+            };
+            let back = kind_of(&k.name, section, Path::new("/")).unwrap();
+            assert_eq!(back, k);
+        }
+    }
+
     #[test]
     fn readings_take_the_last_id_and_sum_each_patterns_last_count() {
         let kind = &known_kinds()[0];
