@@ -169,11 +169,12 @@ fn bad_tool_names_are_refused() {
 
 #[test]
 fn a_tool_without_any_permission_is_refused() {
-    let text = SURFACE.replacen("requires = [\"agents\"]\n", "", 1);
+    let text = SURFACE.replacen("requires = [\"session_recording\"]\n", "", 1);
+    assert_ne!(text, SURFACE);
     let errs = errors(&text);
     assert!(
         errs.iter()
-            .any(|e| e.contains("tool `agents` needs no permission")),
+            .any(|e| e.contains("tool `session` needs no permission")),
         "{errs:?}"
     );
 }

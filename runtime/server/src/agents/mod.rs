@@ -30,6 +30,8 @@ pub const MAX_WORKERS: usize = 8;
 const TAIL_CHARS: usize = 1200;
 /// How much output one look at a working program takes inline.
 const LOOK_BUDGET: usize = 64 * 1024;
+/// Results kept for the prime between two statuses; the oldest go first, and status says so.
+const MAX_HANDED: usize = 64;
 
 /// What the tool's handler gets back: the rendering and the facts.
 #[derive(Debug, Clone)]
@@ -347,6 +349,7 @@ impl Agents {
                 started_ms: now_ms(),
                 workers,
                 handed: Vec::new(),
+                dropped: 0,
                 ended: None,
             });
             board.live.clear();
@@ -851,7 +854,7 @@ impl Agents {
         let slots = self.config.slots;
         let Some(run) = board.run.as_mut() else {
             let kinds = if self.config.kinds.is_empty() {
-                "none (see spawn's error)".to_string()
+                format!("none. {}", self.no_kinds().message)
             } else {
                 self.kind_names()
             };
@@ -895,6 +898,12 @@ impl Agents {
         }
         if collect {
             let handed = std::mem::take(&mut run.handed);
+            let dropped = std::mem::take(&mut run.dropped);
+            if dropped > 0 {
+                text.push_str(&format!(
+                    "\n{dropped} older result(s) were dropped unread: at most {MAX_HANDED} are kept between two statuses.\n"
+                ));
+            }
             if handed.is_empty() {
                 text.push_str("\nNo result handed in since the last status.\n");
             } else {
@@ -954,6 +963,10 @@ impl Agents {
             .iter()
             .find(|w| w.id == who.worker)
             .and_then(|w| w.tokens);
+        if run.handed.len() >= MAX_HANDED {
+            run.handed.remove(0);
+            run.dropped += 1;
+        }
         run.handed.push(Handed {
             worker: who.worker.clone(),
             text: text.to_string(),

@@ -77,6 +77,9 @@ pub struct Run {
     pub workers: Vec<Worker>,
     /// Results not yet read by a status.
     pub handed: Vec<Handed>,
+    /// Results dropped unread since the last status (the oldest, past the limit).
+    #[serde(default)]
+    pub dropped: usize,
     /// How it ended, when it did.
     pub ended: Option<String>,
 }
@@ -145,6 +148,7 @@ mod tests {
                 pending: None,
             }],
             handed: Vec::new(),
+            dropped: 0,
             ended: None,
         };
         save(dir.path(), &run).unwrap();
