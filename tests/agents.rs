@@ -17,8 +17,21 @@ fn fake_agent() -> PathBuf {
     crate::support::workspace("tests/agents/fake_agent.py")
 }
 
-/// A config with one worker kind, `fake`, run by the scripted agent.
+/// A config with one worker kind, `fake`, run by the scripted agent, given gantry's
+/// endpoint through a private MCP configuration file (as Claude Code takes it).
 fn configure(sb: &Sandbox, slots: usize, ceiling: u64) {
+    configure_with(sb, slots, ceiling, "--mcp-config", "{mcp_config}", "");
+}
+
+/// The same, gantry reached through `flag placeholder`, `extra` appended to the config.
+fn configure_with(
+    sb: &Sandbox,
+    slots: usize,
+    ceiling: u64,
+    flag: &str,
+    placeholder: &str,
+    extra: &str,
+) {
     let agent = fake_agent().canonicalize().unwrap();
     let agent = agent.display();
     let state = sb.path("agent-state");
@@ -30,12 +43,12 @@ ceiling_tokens = {ceiling}
 finish_grace = "10s"
 
 [agents.kinds.fake]
-start = ["python3", "{agent}", "--mcp-config", "{{mcp_config}}", "{{prompt}}"]
-resume = ["python3", "{agent}", "--mcp-config", "{{mcp_config}}", "--resume", "{{conversation}}", "{{prompt}}"]
+start = ["python3", "{agent}", "{flag}", "{placeholder}", "{{prompt}}"]
+resume = ["python3", "{agent}", "{flag}", "{placeholder}", "--resume", "{{conversation}}", "{{prompt}}"]
 conversation = '"conversation": "([^"]+)"'
 tokens = ['"tokens": (\d+)']
 env = {{ FAKE_AGENT_STATE = "{state}" }}
-"#
+{extra}"#
     ));
 }
 
@@ -601,4 +614,146 @@ async fn a_stdio_server_runs_workers_too() {
     })
     .await;
     assert_eq!(results.matches("over stdio").count(), 2, "{results}");
+}
+
+/// A worker waiting for its slot starts only when a spawn would be allowed now: not after a
+/// restart with `exec` off (a worker runs its own tools), and then as soon as it is back on.
+/// The secret reaches it as a bearer token from its environment, never in its command line.
+#[tokio::test]
+async fn a_waiting_worker_starts_only_when_it_may_and_its_secret_stays_out_of_argv() {
+    let sb = Sandbox::new();
+    configure_with(&sb, 1, 400_000, "--endpoint", "{mcp_endpoint}", "");
+    let go = sb.root().join("go");
+    sb.write("a.txt", "bearer works\n");
+    let (mut server, prime) = serve(&sb).await;
+    let r = call(
+        &prime,
+        "agents",
+        json!({ "action": "spawn", "tasks": [format!("WAIT {}", go.display()), "READ a.txt"] }),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    // No command line of this run holds the secret (only the bare endpoint URL).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let workers = loop {
+        let found = processes_with("fake_agent.py");
+        let ours: Vec<u32> = found
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| {
+                    String::from_utf8_lossy(&e).contains(&*sb.path("agent-state").to_string_lossy())
+                })
+            })
+            .collect();
+        if !ours.is_empty() {
+            break ours;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no worker process");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for pid in workers {
+        let cmdline =
+            String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap())
+                .replace('\0', " ");
+        let environ =
+            String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/environ")).unwrap())
+                .into_owned();
+        let token = environ
+            .split('\0')
+            .find_map(|kv| kv.strip_prefix("GANTRY_WORKER_TOKEN="))
+            .expect("the worker has its token")
+            .to_string();
+        assert!(token.len() >= 40);
+        assert!(!cmdline.contains(&token), "{cmdline}");
+        assert!(cmdline.contains("/mcp"), "{cmdline}");
+    }
+    // Its conversation is recorded as soon as its output names it, before the turn ends.
+    let mut results = String::new();
+    until(&prime, &mut results, |s| {
+        s.worker("w1")["conversation"].is_string()
+    })
+    .await;
+    drop(prime);
+    let pid = server.child.id().unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(15), server.child.wait()).await;
+
+    // Restarted with exec off: w2 still waits, saying why; w1 was interrupted.
+    configure_with(
+        &sb,
+        1,
+        400_000,
+        "--endpoint",
+        "{mcp_endpoint}",
+        "[permissions]\nexec = false\n",
+    );
+    let (_server, prime) = serve(&sb).await;
+    let s = status(&prime).await;
+    assert_eq!(s.state("w1"), "asleep", "{}", s.text);
+    assert_eq!(s.state("w2"), "waiting", "{}", s.text);
+    assert!(s.text.contains("starting it is refused now"), "{}", s.text);
+    assert!(
+        s.text.contains("agents.workers_need_exec") || s.text.contains("`exec`"),
+        "{}",
+        s.text
+    );
+    let r = call(
+        &prime,
+        "agents",
+        json!({ "action": "message", "to": ["w1"], "message": "x" }),
+    )
+    .await;
+    assert!(
+        is_error(&r) && text(&r).contains("needs the `exec` permission too"),
+        "{}",
+        text(&r)
+    );
+
+    // exec back on: the next status starts it, and it reaches gantry with its bearer token.
+    configure_with(&sb, 1, 400_000, "--endpoint", "{mcp_endpoint}", "");
+    let mut results = String::new();
+    until(&prime, &mut results, |s| s.state("w2") == "asleep").await;
+    assert!(results.contains("bearer works"), "{results}");
+}
+
+/// Two servers on one state directory (each stdio client starts its own): the runs belong
+/// to the first that used them, and the other says so instead of writing over its record.
+#[tokio::test]
+async fn a_second_server_on_the_same_state_directory_does_not_take_the_runs() {
+    let sb = Sandbox::new();
+    configure(&sb, 2, 400_000);
+    let (_first, prime) = serve(&sb).await;
+    status(&prime).await;
+    let (_second, other) = serve(&sb).await;
+    let r = call(
+        &other,
+        "agents",
+        json!({ "action": "spawn", "tasks": ["x"] }),
+    )
+    .await;
+    assert!(is_error(&r));
+    assert!(
+        text(&r).contains("belong to another gantry server"),
+        "{}",
+        text(&r)
+    );
+    // A prompt longer than a command line may be is refused before anything starts.
+    let r = call(
+        &prime,
+        "agents",
+        json!({ "action": "spawn", "context": "'".repeat(60_000), "tasks": ["x"] }),
+    )
+    .await;
+    assert!(is_error(&r));
+    assert!(
+        text(&r).contains("context and tasks[0]: the prompt makes a command line"),
+        "{}",
+        text(&r)
+    );
+    let s = status(&prime).await;
+    assert!(s.text.starts_with("No run yet"), "{}", s.text);
 }

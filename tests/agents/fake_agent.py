@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A scripted stand-in for an agent CLI (`codex exec`, `claude -p`), for gantry's tests.
 
-    fake_agent.py --mcp-config FILE [--resume ID] PROMPT
+    fake_agent.py (--mcp-config FILE | --endpoint URL) [--resume ID] PROMPT
 
-It reads the MCP server from FILE (Claude Code's `mcpServers` format), speaks MCP over
+It reads the MCP server from FILE (Claude Code's `mcpServers` format), or takes URL and
+sends $GANTRY_WORKER_TOKEN as its bearer token (as Codex does), speaks MCP over
 Streamable HTTP to it, follows the directives in PROMPT (one per line), keeps its
 conversation in $FAKE_AGENT_STATE/<id>.json so a resume continues it, and ends by printing
 one JSON line with its conversation id and the conversation's size in tokens, as agent CLIs
@@ -33,15 +34,21 @@ import urllib.request
 import uuid
 
 
+BEARER = None
+
+
 def post(url, body):
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-11-25",
+    }
+    if BEARER and url.endswith("/mcp") and url.count("/") == 3:
+        headers["authorization"] = "Bearer " + BEARER
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
-        headers={
-            "content-type": "application/json",
-            "accept": "application/json, text/event-stream",
-            "mcp-protocol-version": "2025-11-25",
-        },
+        headers=headers,
         method="POST",
     )
     try:
@@ -86,17 +93,24 @@ def one_line(text):
 
 
 def main():
+    global BEARER
     args = sys.argv[1:]
-    config = resume = None
+    config = resume = endpoint = None
     while args and args[0].startswith("--"):
         flag, value, args = args[0], args[1], args[2:]
         if flag == "--mcp-config":
             config = value
         elif flag == "--resume":
             resume = value
+        elif flag == "--endpoint":
+            endpoint = value
     prompt = args[0] if args else ""
-    with open(config) as f:
-        url = json.load(f)["mcpServers"]["gantry"]["url"]
+    if endpoint:
+        url = endpoint
+        BEARER = os.environ["GANTRY_WORKER_TOKEN"]
+    else:
+        with open(config) as f:
+            url = json.load(f)["mcpServers"]["gantry"]["url"]
 
     state_dir = os.environ["FAKE_AGENT_STATE"]
     os.makedirs(state_dir, exist_ok=True)

@@ -324,8 +324,7 @@ impl App {
             settings.agents.clone(),
             terminal.clone(),
             roots.clone(),
-            &settings.state_dir,
-            settings.config_path.clone(),
+            &settings,
         ));
         if permissions_on(&live, generated::Permission::SessionRecording) {
             recorder.import_in_background();

@@ -114,11 +114,6 @@ impl Held {
         self.session.pid()
     }
 
-    /// The pids in its cgroup, when it has one (its whole tree, detached processes too).
-    pub fn group_pids(&self) -> Option<Vec<i32>> {
-        self.session.group_pids()
-    }
-
     /// Waits for output or the exit (at most `wait`) and takes the output, up to `budget`
     /// bytes inline (the rest is in its spill file).
     pub async fn look(&self, wait: Duration, budget: usize) -> Seen {
@@ -709,6 +704,11 @@ impl Registry {
     /// server holds: in the user's environment like a command (the login snapshot), in a PTY,
     /// process tree and cgroup of its own, its output spilled like a command's. It is not one
     /// of the model's sessions; [`Held::end`] or the registry's shutdown ends it.
+    ///
+    /// `env` is set in the program's environment only, never written into a command line
+    /// (which every local user can read in `/proc`), so it may carry a secret. On Windows the
+    /// program starts directly, without a shell, so no word is ever parsed by one; a batch
+    /// file (`.cmd`, `.bat`), which cmd.exe would parse, is refused.
     pub async fn start_program(
         &self,
         argv: &[String],
@@ -737,7 +737,28 @@ impl Registry {
             }
             None => Prepared::Login(String::new()),
         };
-        let script = crate::shell::command_line(self.shell.kind, argv);
+        let invocation = match self.shell.kind {
+            crate::shell::ShellKind::Posix => {
+                let script = crate::shell::command_line(argv);
+                self.shell.prepared_invocation(&script, &prepared, &[], &[])
+            }
+            crate::shell::ShellKind::PowerShell => {
+                let program = &argv[0];
+                let lower = program.to_ascii_lowercase();
+                if lower.ends_with(".cmd") || lower.ends_with(".bat") {
+                    return Err(TerminalError::Spawn(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!(
+                            "{program} is a batch file, which cmd.exe would parse; name the program it runs (an .exe, or node with its script)"
+                        ),
+                    )));
+                }
+                crate::shell::Invocation {
+                    program: program.into(),
+                    args: argv[1..].iter().map(Into::into).collect(),
+                }
+            }
+        };
         let id = {
             let sessions = self.sessions();
             let held = lock(&self.held);
@@ -749,9 +770,7 @@ impl Registry {
             }
         };
         let spawn = Spawn {
-            invocation: self
-                .shell
-                .prepared_invocation(&script, &prepared, &env, &[]),
+            invocation,
             cwd,
             env,
             env_remove: Vec::new(),

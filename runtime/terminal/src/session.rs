@@ -495,11 +495,6 @@ impl Session {
         }
     }
 
-    /// The pids in the session's cgroup, when it has one.
-    pub fn group_pids(&self) -> Option<Vec<i32>> {
-        self.group.as_ref().map(|g| g.pids())
-    }
-
     /// Ends the whole process tree and waits (briefly) for the exit to be recorded.
     pub fn terminate(&self) -> usize {
         #[cfg(windows)]

@@ -149,22 +149,25 @@ pub(crate) fn posix_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// `argv` as one command line of `kind`'s syntax, every word quoted, so no word is expanded
-/// or split however it is written (a program named by the user, a prompt the model wrote).
-pub fn command_line(kind: ShellKind, argv: &[String]) -> String {
-    match kind {
-        ShellKind::Posix => {
-            let words: Vec<String> = argv.iter().map(|w| posix_quote(w)).collect();
-            format!("exec {}", words.join(" "))
-        }
-        ShellKind::PowerShell => {
-            let words: Vec<String> = argv
-                .iter()
-                .map(|w| format!("'{}'", w.replace('\'', "''")))
-                .collect();
-            format!("& {}", words.join(" "))
-        }
-    }
+/// `argv` as one POSIX command line that runs it in place of the shell, every word quoted,
+/// so no word is expanded or split however it is written (a program named by the user, a
+/// prompt the model wrote).
+pub fn command_line(argv: &[String]) -> String {
+    let words: Vec<String> = argv.iter().map(|w| posix_quote(w)).collect();
+    format!("exec {}", words.join(" "))
+}
+
+/// The longest command line a held program may have: Linux takes at most 128 KiB in one
+/// argument, and a POSIX line travels as the shell's `-c` argument after the snapshot's few
+/// lines; Windows takes 32,767 characters in all.
+pub const MAX_COMMAND_LINE: usize = if cfg!(windows) { 30 * 1024 } else { 120 * 1024 };
+
+/// How long the command line of `argv` is, at most (each word quoted, each quote escaped).
+pub fn command_line_len(argv: &[String]) -> usize {
+    5 + argv
+        .iter()
+        .map(|w| w.len() + 3 * w.matches(['\'', '"', '\\']).count() + 3)
+        .sum::<usize>()
 }
 
 fn label(cmd: &str) -> String {

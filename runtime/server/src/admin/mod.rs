@@ -399,10 +399,11 @@ impl Control {
                 }
             }
             "agents/end" => match self.app.agents.end_run().await {
-                Some((run, programs)) => format!(
+                Ok(Some((run, programs))) => format!(
                     "run {run} was ended: {programs} worker program(s) and their process trees were stopped, and its workers are finished"
                 ),
-                None => "there is no worker run".into(),
+                Ok(None) => "there is no worker run".into(),
+                Err(e) => e,
             },
             "tokens/rotate" => {
                 let names: Vec<&'static str> = self.connectors.iter().map(|c| c.name).collect();
@@ -531,7 +532,7 @@ impl Control {
             roots_fixed: self.roots_fixed(),
             connectors,
             sessions: self.app.terminal.list(),
-            workers: self.app.agents.overview().map(|r| r.text),
+            workers: self.app.agents.overview(),
             recorded_query: params.get("q").unwrap_or(""),
             recorded,
             config_path: self.app.settings.config_path.display().to_string(),

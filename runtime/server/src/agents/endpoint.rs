@@ -2,10 +2,11 @@
 //! tools at `/<its secret>/mcp`, its calls decided with itself as principal.
 //!
 //! A call is taken as the worker's only when both hold: the secret is the one its current
-//! turn was given (a fresh one per turn, never recorded), and, where `/proc` shows it, the
-//! connection was opened by a process of that worker's own tree (its cgroup, or a descendant
-//! of its program). A command the model runs, or another worker, holding a leaked secret is
-//! refused. Elsewhere (macOS, Windows) the secret alone decides.
+//! turn was given (a fresh one per turn, never recorded; in the URL path, or as a bearer token
+//! to `/mcp`), and, where `/proc` shows it, the connection was opened by a descendant of that
+//! worker's program (not merely a process in its cgroup: the user's processes may join one).
+//! A command the model runs, or another worker, holding a leaked secret is refused.
+//! Elsewhere (macOS, Windows) the secret alone decides.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
@@ -27,6 +28,10 @@ pub type Service = StreamableHttpService<ConnectorServer<App>, NeverSessionManag
 
 /// Connections open at once.
 const MAX_CONNECTIONS: usize = 32;
+
+/// The variable a worker's program finds its turn's secret in, for a CLI that sends it as a
+/// bearer token to `{mcp_endpoint}`.
+pub const TOKEN_VAR: &str = "GANTRY_WORKER_TOKEN";
 
 /// A live worker as the endpoint finds it by its secret.
 pub struct Caller {
@@ -96,6 +101,11 @@ impl Endpoint {
         crate::http::connector_url(self.addr, secret)
     }
 
+    /// The URL a worker calls with its secret as a bearer token instead (no secret in it).
+    pub fn bearer_url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
     /// The MCP service of one worker: the Core connector with the worker as principal.
     pub fn service_for(&self, app: Arc<App>, worker: tool_api::WorkerId) -> Service {
         let config = StreamableHttpServerConfig::default()
@@ -114,6 +124,18 @@ impl Endpoint {
             config,
         )
     }
+}
+
+fn bearer(request: &http::Request<Body>) -> Option<String> {
+    let value = request
+        .headers()
+        .get(http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_string())
 }
 
 fn refuse(status: StatusCode, why: &str) -> Response {
@@ -143,17 +165,17 @@ async fn route(
     let path = request.uri().path();
     let secret = match path.strip_prefix('/').and_then(|p| p.split_once('/')) {
         Some((secret, "mcp")) => secret.to_string(),
+        None if path == "/mcp" => match bearer(&request) {
+            Some(token) => token,
+            None => return StatusCode::NOT_FOUND.into_response(),
+        },
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     let Some(caller) = agents.by_secret(&secret) else {
         // No turn has this secret (a wrong one, or a turn that ended): nothing to say more.
         return StatusCode::NOT_FOUND.into_response();
     };
-    if let Some(why) = crate::ops::peer::outside_tree(
-        opener,
-        caller.held.pid(),
-        caller.held.group_pids().as_deref(),
-    ) {
+    if let Some(why) = crate::ops::peer::outside_tree(opener, caller.held.pid()) {
         tracing::warn!(run = %caller.run, worker = %caller.worker, why = %why, "refused a call on a worker's endpoint");
         return refuse(
             StatusCode::FORBIDDEN,

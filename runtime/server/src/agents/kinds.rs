@@ -18,13 +18,17 @@ pub const DEFAULT_FINISH_GRACE: std::time::Duration = std::time::Duration::from_
 const MAX_SLOTS: usize = 8;
 
 /// The words a template may hold, each replaced whole.
-pub const PLACEHOLDERS: [&str; 5] = [
+pub const PLACEHOLDERS: [&str; 6] = [
     "{prompt}",
     "{conversation}",
     "{mcp_config}",
     "{mcp_url}",
+    "{mcp_endpoint}",
     "{workdir}",
 ];
+
+/// The placeholders that tell a worker where gantry is (one is needed).
+const REACH: [&str; 3] = ["{mcp_config}", "{mcp_url}", "{mcp_endpoint}"];
 
 /// `[agents]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -207,13 +211,10 @@ fn kind_of(name: &str, k: KindSection, config_dir: &Path) -> Result<Kind, Vec<Pr
                 });
             }
         }
-        if !argv
-            .iter()
-            .any(|w| w.contains("{mcp_config}") || w.contains("{mcp_url}"))
-        {
+        if !argv.iter().any(|w| REACH.iter().any(|r| w.contains(r))) {
             problems.push(Problem {
                 what: at(field),
-                reason: "has neither {mcp_config} nor {mcp_url}: the worker could not reach gantry to hand in its result".into(),
+                reason: "has none of {mcp_config}, {mcp_url}, {mcp_endpoint}: the worker could not reach gantry to hand in its result".into(),
             });
         }
         for word in argv {
@@ -323,7 +324,13 @@ pub fn expand(template: &[String], values: &[(&str, &str)]) -> Vec<String> {
 /// Streamable HTTP MCP server through `-c`, Claude Code through a private `--mcp-config`
 /// file; both print machine-readable output gantry reads the conversation id and usage from.
 fn known_kinds() -> Vec<Kind> {
-    let codex_mcp = "mcp_servers.gantry.url=\"{mcp_url}\"".to_string();
+    // The secret reaches Codex as a bearer token from the environment, never in its
+    // command line (which every local user can read).
+    let codex_url = "mcp_servers.gantry.url=\"{mcp_endpoint}\"".to_string();
+    let codex_token = format!(
+        "mcp_servers.gantry.bearer_token_env_var=\"{}\"",
+        super::endpoint::TOKEN_VAR
+    );
     let claude_tail = |prompt_first: Vec<&str>| -> Vec<String> {
         let mut v: Vec<String> = prompt_first.into_iter().map(String::from).collect();
         v.extend(
@@ -349,7 +356,9 @@ fn known_kinds() -> Vec<Kind> {
                 "--json",
                 "--skip-git-repo-check",
                 "-c",
-                &codex_mcp,
+                &codex_url,
+                "-c",
+                &codex_token,
                 "{prompt}",
             ]
             .map(String::from)
@@ -360,7 +369,9 @@ fn known_kinds() -> Vec<Kind> {
                 "--json",
                 "--skip-git-repo-check",
                 "-c",
-                &codex_mcp,
+                &codex_url,
+                "-c",
+                &codex_token,
                 "resume",
                 "{conversation}",
                 "{prompt}",
@@ -442,10 +453,12 @@ pub struct Readings {
 impl Readings {
     /// The conversation's size: the sum of each token pattern's last match, when any matched.
     pub fn tokens(&self) -> Option<u64> {
-        self.last_counts
-            .iter()
-            .any(Option::is_some)
-            .then(|| self.last_counts.iter().flatten().sum())
+        self.last_counts.iter().any(Option::is_some).then(|| {
+            self.last_counts
+                .iter()
+                .flatten()
+                .fold(0u64, |sum, n| sum.saturating_add(*n))
+        })
     }
 }
 
@@ -457,6 +470,17 @@ pub struct Reader {
     partial: String,
     /// What was read so far.
     pub readings: Readings,
+}
+
+/// Whether `id` may be used as a conversation id: it becomes one argument of the resume
+/// command, so it must read as a value there, never as a flag or anything else (the output
+/// it is read from is not trusted: any process of the user can write to a terminal).
+fn is_conversation_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
 }
 
 /// The longest line kept while waiting for its end; a longer one is read in pieces.
@@ -506,8 +530,9 @@ impl Reader {
             .captures_iter(line)
             .last()
             .and_then(|c| c.get(1))
+            && is_conversation_id(id.as_str())
         {
-            self.readings.conversation = Some(id.as_str().chars().take(200).collect());
+            self.readings.conversation = Some(id.as_str().to_string());
         }
         for (re, slot) in self.tokens.iter().zip(self.readings.last_counts.iter_mut()) {
             if let Some(n) = re
@@ -625,6 +650,13 @@ workdir = "work"
         let mut none = Reader::new(kind).unwrap();
         none.feed("nothing here\n");
         assert_eq!(none.readings.tokens(), None);
+        // An id that would read as a flag, or hold anything but an id's characters, is not
+        // taken; counts too big to add stay at the ceiling of u64.
+        let mut forged = Reader::new(kind).unwrap();
+        forged.feed("{\"thread_id\":\"--dangerously-bypass\"}\n{\"thread_id\":\"a b\"}\n");
+        forged.feed("{\"input_tokens\":18446744073709551615,\"output_tokens\":9}\n");
+        assert_eq!(forged.readings.conversation, None);
+        assert_eq!(forged.readings.tokens(), Some(u64::MAX));
     }
 
     #[test]

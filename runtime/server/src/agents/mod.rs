@@ -28,8 +28,9 @@ use crate::app::{App, LiveRoots};
 pub const MAX_WORKERS: usize = 8;
 /// How much of a worker's last output status keeps when it ended without a finish.
 const TAIL_CHARS: usize = 1200;
-/// How much output one look at a working program takes inline.
-const LOOK_BUDGET: usize = 64 * 1024;
+/// How much output one look at a working program takes in memory; a burst beyond it comes
+/// through a spill file, read whole and then removed (nobody reads a worker's output later).
+const LOOK_BUDGET: usize = 1 << 20;
 /// Results kept for the prime between two statuses; the oldest go first, and status says so.
 const MAX_HANDED: usize = 64;
 
@@ -63,6 +64,8 @@ pub struct WorkerView {
 
 /// What only a working worker has: its program and the secret of its endpoint.
 struct Live {
+    /// The run the turn belongs to.
+    run: String,
     secret: String,
     held: Arc<terminal::Held>,
     /// Set by the worker's `finish` in this turn.
@@ -91,6 +94,13 @@ pub struct Agents {
     board: Mutex<Board>,
     endpoint: tokio::sync::OnceCell<endpoint::Endpoint>,
     app: OnceLock<Weak<App>>,
+    /// Commands are confined to the roots (`[exec] confine`), which workers could not be.
+    confined: bool,
+    /// Set when the server stops: no turn starts after it.
+    closing: std::sync::atomic::AtomicBool,
+    /// The lock that makes this server the one owner of the state directory's runs, once
+    /// taken (at the first `agents` call).
+    owner: Mutex<Option<std::fs::File>>,
 }
 
 impl std::fmt::Debug for Agents {
@@ -147,41 +157,107 @@ fn headline(text: &str, n: usize) -> String {
 }
 
 impl Agents {
-    /// The workers of a server whose state directory is `state_dir`; a run recorded there is
-    /// taken back, asleep.
+    /// The workers of a server whose state directory is `state_dir`. The run recorded there
+    /// is taken back (asleep) at the first `agents` call, when this server becomes its owner.
     pub fn new(
         config: AgentsConfig,
         terminal: Arc<terminal::Registry>,
         roots: Arc<LiveRoots>,
-        state_dir: &std::path::Path,
-        config_file: PathBuf,
+        settings: &crate::config::Settings,
     ) -> Agents {
-        let dir = state_dir.join("agents");
-        let run = records::load(&dir);
-        if let Some(r) = &run {
-            tracing::info!(run = %r.id, workers = r.workers.len(), "took back the recorded worker run, its workers asleep");
-        }
         Agents {
             config,
             terminal,
             roots,
-            config_file,
-            dir,
-            board: Mutex::new(Board {
-                run,
-                ..Board::default()
-            }),
+            config_file: settings.config_path.clone(),
+            dir: settings.state_dir.join("agents"),
+            board: Mutex::new(Board::default()),
             endpoint: tokio::sync::OnceCell::new(),
             app: OnceLock::new(),
+            confined: settings.exec_confine,
+            closing: std::sync::atomic::AtomicBool::new(false),
+            owner: Mutex::new(None),
         }
     }
 
     /// Gives the workers' endpoint the application it serves (set once the app is shared).
-    pub fn attach(self: &Arc<Self>, app: Weak<App>) {
+    pub fn attach(&self, app: Weak<App>) {
         let _ = self.app.set(app);
-        // Workers that were waiting for a slot when the server stopped start now.
-        let agents = self.clone();
-        tokio::spawn(async move { agents.fill_slots().await });
+    }
+
+    /// Makes this server the owner of the state directory's worker runs, or says which other
+    /// one is. Servers share a state directory (each stdio client starts its own gantry); two
+    /// owners would each rewrite the record and resume the same conversations.
+    pub fn own(self: &Arc<Self>) -> Result<(), ToolError> {
+        let mut owner = match self.owner.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if owner.is_some() {
+            return Ok(());
+        }
+        let path = self.dir.join("owner.lock");
+        let file = crate::state_dir::ensure(&self.dir)
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(&path)
+            })
+            .map_err(|e| {
+                ToolError::new(
+                    ErrorCode::OsError,
+                    format!("cannot open {}: {e}", path.display()),
+                )
+            })?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(ToolError::new(
+                    ErrorCode::Busy,
+                    format!(
+                        "the worker runs of state directory {} belong to another gantry server that is running (every stdio client starts its own gantry on the same state directory); use workers from that client, or give this server its own --state-dir",
+                        self.dir.parent().unwrap_or(&self.dir).display()
+                    ),
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(ToolError::new(
+                    ErrorCode::OsError,
+                    format!("cannot lock {}: {e}", path.display()),
+                ));
+            }
+        }
+        *owner = Some(file);
+        drop(owner);
+        let run = records::load(&self.dir);
+        if let Some(r) = &run {
+            tracing::info!(run = %r.id, workers = r.workers.len(), "took back the recorded worker run, its workers asleep");
+        }
+        self.board().run = run;
+        Ok(())
+    }
+
+    /// Whether a worker may start now: the decision a `spawn` by the prime would get, asked
+    /// again before each start (a worker waits for its slot across permission changes and
+    /// restarts).
+    fn may_start(&self) -> Result<(), String> {
+        use crate::server::Served as _;
+        let Some(app) = self.app.get().and_then(Weak::upgrade) else {
+            return Err("the server is stopping".into());
+        };
+        let core = generated::core::NAME;
+        let cx = app.call_context(core).map_err(|e| e.message)?;
+        for action in [
+            generated::core::actions::AGENTS,
+            generated::core::AgentsOperation::Spawn.action(),
+        ] {
+            cx.authorize(action, &tool_api::Host, ())
+                .map_err(|e| e.message)?;
+        }
+        Ok(())
     }
 
     fn board(&self) -> MutexGuard<'_, Board> {
@@ -291,6 +367,8 @@ impl Agents {
                 )));
             }
         }
+        self.refuse_when_confined()?;
+        self.own()?;
         if self.config.kinds.is_empty() {
             return Err(self.no_kinds());
         }
@@ -315,19 +393,33 @@ impl Agents {
             }
         };
         self.workdir_of(kind)?;
+        let prompts: Vec<String> = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, task)| first_prompt(&format!("w{}", i + 1), context, task))
+            .collect();
+        for (i, prompt) in prompts.iter().enumerate() {
+            fits_a_command_line(kind, prompt, &format!("context and tasks[{i}]"))?;
+        }
         self.endpoint().await?;
-        let run_id = {
+        let (run_id, unread) = {
             let mut board = self.board();
             if let Some(run) = &board.run
                 && run.workers.iter().any(|w| w.state != State::Finished)
             {
                 let ids: Vec<&str> = run.workers.iter().map(|w| w.id.as_str()).collect();
                 return Err(invalid(format!(
-                    "spawn is once per run, and run {} already has workers ({}): message a sleeping one to give it new work (status shows who sleeps); the user can end the run on gantry's control page",
+                    "spawn is once per run, and run {} already has workers ({}): message a sleeping one to give it new work (status shows who sleeps); the user can end the run on gantry's control page, and a run whose workers are all finished for good makes room for a new one",
                     run.id,
                     ids.join(", ")
                 )));
             }
+            // What the old run handed in and no status read goes to this reply, not away.
+            let unread = board
+                .run
+                .as_mut()
+                .map(|r| std::mem::take(&mut r.handed))
+                .unwrap_or_default();
             let id = format!("r-{}", &records::random_hex(4));
             let workers = tasks
                 .iter()
@@ -340,7 +432,7 @@ impl Agents {
                     tokens: None,
                     turns: 0,
                     note: None,
-                    pending: Some(first_prompt(&format!("w{}", i + 1), context, task)),
+                    pending: Some(prompts[i].clone()),
                 })
                 .collect();
             board.run = Some(Run {
@@ -354,7 +446,7 @@ impl Agents {
             });
             board.live.clear();
             self.save(&board);
-            id
+            (id, unread)
         };
         tracing::info!(run = %run_id, kind = %kind.name, workers = tasks.len(), "spawned a worker run");
         self.fill_slots().await;
@@ -365,6 +457,16 @@ impl Agents {
             kind.name,
             report.text
         );
+        if !unread.is_empty() {
+            report
+                .text
+                .push_str("\nResults of the previous run no status had read:\n");
+            for h in &unread {
+                report
+                    .text
+                    .push_str(&format!("\n--- {} ---\n{}\n", h.worker, h.text.trim_end()));
+            }
+        }
         Ok(report)
     }
 
@@ -379,6 +481,29 @@ impl Agents {
 
     async fn fill_slots_now(self: &Arc<Self>) {
         loop {
+            if self.closing.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            let waiting = self
+                .board()
+                .run
+                .as_ref()
+                .is_some_and(|r| r.workers.iter().any(|w| w.state == State::Waiting));
+            if !waiting {
+                return;
+            }
+            if let Err(why) = self.may_start() {
+                let mut board = self.board();
+                if let Some(run) = board.run.as_mut() {
+                    for w in run.workers.iter_mut().filter(|w| w.state == State::Waiting) {
+                        w.note = Some(format!(
+                            "waits: starting it is refused now ({why}); it starts at the next `agents` call that may"
+                        ));
+                    }
+                }
+                self.save(&board);
+                return;
+            }
             let next = {
                 let mut board = self.board();
                 let free = self.free_slots(&board);
@@ -391,19 +516,37 @@ impl Agents {
                 let Some(w) = run.workers.iter_mut().find(|w| w.state == State::Waiting) else {
                     return;
                 };
-                // Reserved now, so a second filler does not take it too.
+                // Reserved now, so a second filler does not take it too; the prompt stays
+                // until the program has started.
                 w.state = State::Working;
-                let prompt = w.pending.take().unwrap_or_default();
+                let prompt = w.pending.clone().unwrap_or_default();
                 (run.id.clone(), w.id.clone(), prompt)
             };
             let (run, worker, prompt) = next;
-            if let Err(e) = self.start_turn(&run, &worker, &prompt, None).await {
-                self.not_started(&run, &worker, &e.message);
+            match self.start_turn(&run, &worker, &prompt, None).await {
+                Ok(()) => {}
+                Err(e) if self.closing.load(std::sync::atomic::Ordering::SeqCst) => {
+                    // Stopping: it waits again, for the next start of the server.
+                    let _ = e;
+                    let mut board = self.board();
+                    if let Some(w) = board
+                        .run
+                        .as_mut()
+                        .filter(|r| r.id == run)
+                        .and_then(|r| r.workers.iter_mut().find(|w| w.id == worker))
+                    {
+                        w.state = State::Waiting;
+                    }
+                    self.save(&board);
+                    return;
+                }
+                Err(e) => self.not_started(&run, &worker, &e.message),
             }
         }
     }
 
-    /// A worker whose program could not start sleeps, saying why.
+    /// A worker whose program could not start sleeps, saying why, or is finished for good
+    /// when it has no conversation to resume.
     fn not_started(&self, run: &str, worker: &str, why: &str) {
         let mut board = self.board();
         if let Some(w) = board
@@ -412,7 +555,12 @@ impl Agents {
             .filter(|r| r.id == run)
             .and_then(|r| r.workers.iter_mut().find(|w| w.id == worker))
         {
-            w.state = State::Asleep;
+            w.state = if w.conversation.is_some() {
+                State::Asleep
+            } else {
+                State::Finished
+            };
+            w.pending = None;
             w.note = Some(format!("its program could not start: {why}"));
         }
         self.save(&board);
@@ -440,6 +588,9 @@ impl Agents {
         prompt: &str,
         conversation: Option<&str>,
     ) -> Result<(), ToolError> {
+        if self.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ToolError::new(ErrorCode::Busy, "the server is stopping"));
+        }
         let kind_name = self
             .board()
             .run
@@ -498,11 +649,15 @@ impl Agents {
                 ("{conversation}", conversation.unwrap_or("")),
                 ("{mcp_config}", &mcp_config_text),
                 ("{mcp_url}", &url),
+                ("{mcp_endpoint}", &endpoint.bearer_url()),
                 ("{workdir}", &workdir_text),
             ],
         );
         let mut env = kind.env.clone();
         env.push(("GANTRY_WORKER".into(), format!("{run}/{worker}")));
+        // For a CLI that sends it as a bearer token to `{mcp_endpoint}`: in the environment,
+        // which only the user's own processes can read, never in a command line.
+        env.push((endpoint::TOKEN_VAR.into(), secret.clone()));
         let started = self
             .terminal
             .start_program(&argv, workdir, env, format!("agents/{run}/{worker}"))
@@ -537,7 +692,16 @@ impl Agents {
         let service = endpoint.service_for(app, id);
         let turn = {
             let mut board = self.board();
-            if board.run.as_ref().is_none_or(|r| r.id != run) {
+            // Still this run, not ended, and this worker still reserved for the turn (the user
+            // may have ended the run while the program started).
+            let reserved = board.run.as_ref().is_some_and(|r| {
+                r.id == run
+                    && r.ended.is_none()
+                    && r.workers
+                        .iter()
+                        .any(|w| w.id == worker && w.state == State::Working)
+            });
+            if !reserved || board.live.contains_key(worker) {
                 if let Some(p) = &mcp_config {
                     let _ = std::fs::remove_file(p);
                 }
@@ -548,6 +712,7 @@ impl Agents {
                 board.live.insert(
                     worker.to_string(),
                     Live {
+                        run: run.to_string(),
                         secret,
                         held: held.clone(),
                         finished_at: None,
@@ -564,6 +729,7 @@ impl Agents {
                     w.state = State::Working;
                     w.turns += 1;
                     w.note = None;
+                    w.pending = None;
                 }
                 self.save(&board);
                 Some(turn)
@@ -609,10 +775,53 @@ impl Agents {
             }
         };
         let mut last = String::new();
+        let mut conversation: Option<String> = None;
         let exit = loop {
             let seen = held.look(Duration::from_secs(1), LOOK_BUDGET).await;
-            if let Some(r) = reader.as_mut() {
-                r.feed(&seen.output.text);
+            match (&seen.output.file, reader.take()) {
+                (Some(file), Some(mut r)) => {
+                    // The whole burst, not the head and tail shown: usage may be anywhere.
+                    let file = file.clone();
+                    reader = tokio::task::spawn_blocking(move || {
+                        if let Ok(f) = std::fs::File::open(&file) {
+                            use std::io::BufRead as _;
+                            for line in std::io::BufReader::new(f).lines().map_while(Result::ok) {
+                                r.feed(&line);
+                                r.feed("\n");
+                            }
+                        }
+                        let _ = std::fs::remove_file(&file);
+                        r
+                    })
+                    .await
+                    .ok();
+                }
+                (Some(file), None) => {
+                    let _ = std::fs::remove_file(file);
+                }
+                (None, Some(mut r)) => {
+                    r.feed(&seen.output.text);
+                    reader = Some(r);
+                }
+                (None, None) => {}
+            }
+            // The conversation is known as soon as it is named, so a turn cut short (the
+            // server stopping) still leaves a worker that can be resumed.
+            let named = reader
+                .as_ref()
+                .and_then(|r| r.readings.conversation.clone());
+            if named.is_some() && named != conversation {
+                conversation = named;
+                let mut board = self.board();
+                if let Some(w) = board
+                    .run
+                    .as_mut()
+                    .filter(|r| r.id == run)
+                    .and_then(|r| r.workers.iter_mut().find(|w| w.id == worker))
+                {
+                    w.conversation = conversation.clone();
+                }
+                self.save(&board);
             }
             last.push_str(&seen.output.text);
             if last.len() > 4 * TAIL_CHARS {
@@ -670,7 +879,7 @@ impl Agents {
     ) {
         let mut board = self.board();
         let live = match board.live.get(worker) {
-            Some(l) if l.turn == turn => board.live.remove(worker),
+            Some(l) if l.turn == turn && l.run == run => board.live.remove(worker),
             _ => None,
         };
         let Some(live) = live else {
@@ -702,6 +911,10 @@ impl Agents {
         } else {
             State::Asleep
         };
+        if w.conversation.is_none() {
+            // Nothing to resume: no message could ever reach it, so it does not hold the run.
+            w.state = State::Finished;
+        }
         w.note = match (finished, over) {
             (true, true) => Some(format!(
                 "finished for good: its conversation holds {} tokens, past the ceiling of {}, so its last finish was its last",
@@ -725,6 +938,13 @@ impl Agents {
                 })
             }
         };
+        if w.conversation.is_none() {
+            let why = "its output never named its conversation (the kind's `conversation` pattern found nothing), so it cannot be resumed";
+            w.note = Some(match w.note.take() {
+                Some(n) => format!("finished for good: {why}; {n}"),
+                None => format!("finished for good: {why}"),
+            });
+        }
         tracing::info!(
             run,
             worker,
@@ -749,6 +969,13 @@ impl Agents {
             if to[..i].contains(id) {
                 return Err(invalid(format!("to: `{id}` is named twice")));
             }
+        }
+        self.refuse_when_confined()?;
+        self.own()?;
+        let prompt = wake_prompt(text);
+        let kind = self.board().run.as_ref().map(|r| r.kind.clone());
+        if let Some(k) = kind.and_then(|n| self.config.kinds.iter().find(|k| k.name == n)) {
+            fits_a_command_line(k, &prompt, "message")?;
         }
         let run = {
             let mut board = self.board();
@@ -814,7 +1041,6 @@ impl Agents {
             (run_id, wake)
         };
         let (run_id, wake) = run;
-        let prompt = wake_prompt(text);
         let mut failed = Vec::new();
         for (worker, conversation) in &wake {
             if let Err(e) = self
@@ -843,9 +1069,28 @@ impl Agents {
         Ok(report)
     }
 
-    /// `status`: the run, each worker, the results handed in since the last status.
-    pub fn status(&self) -> Report {
-        self.report(true)
+    /// `status`: the run, each worker, the results handed in since the last status. Workers
+    /// waiting for a slot are started first when they may be.
+    pub async fn status(self: &Arc<Self>) -> Result<Report, ToolError> {
+        self.own()?;
+        self.fill_slots().await;
+        Ok(self.report(true))
+    }
+
+    /// Workers are agent CLIs that keep their own state in the user's home and run their own
+    /// tools: confinement to the roots cannot hold them, so where commands are confined none
+    /// is started (rather than one left unconfined).
+    fn refuse_when_confined(&self) -> Result<(), ToolError> {
+        if self.confined {
+            return Err(ToolError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "commands are confined to the approved roots ([exec] confine = \"roots\" in {}), and a worker agent could not be: it keeps its state in your home and runs its own tools; gantry starts no worker while commands are confined",
+                    self.config_file.display()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn report(&self, collect: bool) -> Report {
@@ -946,7 +1191,14 @@ impl Agents {
         }
         let ceiling = self.config.ceiling_tokens;
         let mut board = self.board();
-        let Some(live) = board.live.get_mut(&who.worker) else {
+        if board
+            .run
+            .as_ref()
+            .is_none_or(|r| r.id != who.run || r.ended.is_some())
+        {
+            return Err(not_found("this worker's run has ended"));
+        }
+        let Some(live) = board.live.get_mut(&who.worker).filter(|l| l.run == who.run) else {
             return Err(not_found("this worker has no turn running"));
         };
         if live.finished_at.is_some() {
@@ -955,7 +1207,7 @@ impl Agents {
             ));
         }
         live.finished_at = Some(Instant::now());
-        let Some(run) = board.run.as_mut().filter(|r| r.id == who.run) else {
+        let Some(run) = board.run.as_mut() else {
             return Err(not_found("this worker's run has ended"));
         };
         let tokens = run
@@ -992,12 +1244,11 @@ impl Agents {
     fn by_secret(&self, secret: &str) -> Option<endpoint::Caller> {
         use subtle::ConstantTimeEq as _;
         let board = self.board();
-        let run = board.run.as_ref()?;
         board.live.iter().find_map(|(worker, live)| {
             let same = live.secret.len() == secret.len()
                 && bool::from(live.secret.as_bytes().ct_eq(secret.as_bytes()));
             same.then(|| endpoint::Caller {
-                run: run.id.clone(),
+                run: live.run.clone(),
                 worker: worker.clone(),
                 held: live.held.clone(),
                 service: live.service.clone(),
@@ -1007,21 +1258,29 @@ impl Agents {
 
     /// Ends the run (the user's choice, on the control page): every program of it is ended
     /// and every worker finished for good. Returns how many programs were running.
-    pub async fn end_run(&self) -> Option<(String, usize)> {
-        let (id, helds) = {
+    pub async fn end_run(self: &Arc<Self>) -> Result<Option<(String, usize)>, String> {
+        self.own().map_err(|e| e.message)?;
+        let ended = {
             let mut board = self.board();
             let live: Vec<Live> = board.live.drain().map(|(_, l)| l).collect();
-            let run = board.run.as_mut()?;
-            for w in &mut run.workers {
-                if w.state != State::Finished {
-                    w.state = State::Finished;
-                    w.note = Some("the user ended the run".into());
+            match board.run.as_mut() {
+                None => None,
+                Some(run) => {
+                    for w in &mut run.workers {
+                        if w.state != State::Finished {
+                            w.state = State::Finished;
+                            w.note = Some("the user ended the run".into());
+                        }
+                    }
+                    run.ended = Some("by the user, on the control page".into());
+                    let id = run.id.clone();
+                    self.save(&board);
+                    Some((id, live))
                 }
             }
-            run.ended = Some("by the user, on the control page".into());
-            let id = run.id.clone();
-            self.save(&board);
-            (id, live)
+        };
+        let Some((id, helds)) = ended else {
+            return Ok(None);
         };
         let n = helds.len();
         for l in &helds {
@@ -1037,20 +1296,23 @@ impl Agents {
         })
         .await;
         tracing::info!(run = %id, programs = n, "the user ended the worker run");
-        Some((id, n))
+        Ok(Some((id, n)))
     }
 
-    /// The run as the control page shows it.
-    pub fn overview(&self) -> Option<Report> {
-        let board = self.board();
-        board.run.as_ref()?;
-        drop(board);
-        Some(self.report(false))
+    /// The run as the control page shows it (or why this server cannot show it).
+    pub fn overview(self: &Arc<Self>) -> Option<String> {
+        if let Err(e) = self.own() {
+            return Some(e.message);
+        }
+        self.board().run.as_ref()?;
+        Some(self.report(false).text)
     }
 
     /// Server shutdown: working workers are recorded asleep (their programs end with the
     /// terminal registry), their MCP configurations removed.
     pub fn shutdown(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let mut board = self.board();
         let live: Vec<(String, Live)> = board.live.drain().collect();
         if let Some(run) = board.run.as_mut() {
@@ -1065,6 +1327,10 @@ impl Agents {
                     } else {
                         "interrupted: the server stopped during its turn; message it to go on in its conversation".into()
                     });
+                    if w.conversation.is_none() {
+                        w.state = State::Finished;
+                        w.note = Some("finished for good: the server stopped before its output named its conversation, so it cannot be resumed".into());
+                    }
                 }
             }
         }
@@ -1094,3 +1360,27 @@ fn wake_prompt(message: &str) -> String {
 }
 
 const FINISH_HINT: &str = "\nWhen you are done, call the `agents` tool of the MCP server `gantry` with {\"action\": \"finish\", \"message\": \"<your result>\"}: that hands your result to the prime and ends your turn. You may be woken later, in this conversation, with a message.\n";
+
+/// Refuses a prompt that would make `kind`'s command line longer than the system takes (the
+/// prompt travels as an argument), naming `what` made it so, before anything starts.
+fn fits_a_command_line(kind: &Kind, prompt: &str, what: &str) -> Result<(), ToolError> {
+    // The other placeholders' values (a path, a URL, an id) are short; 1 KB covers them.
+    let length = [&kind.start, &kind.resume]
+        .iter()
+        .map(|template| {
+            let words: Vec<String> = template
+                .iter()
+                .map(|w| w.replace("{prompt}", prompt))
+                .collect();
+            terminal::shell::command_line_len(&words) + 1024
+        })
+        .max()
+        .unwrap_or(0);
+    if length > terminal::shell::MAX_COMMAND_LINE {
+        return Err(invalid(format!(
+            "{what}: the prompt makes a command line of about {length} bytes, and this system takes {} in one; shorten it (put long material in a file under the roots and name it)",
+            terminal::shell::MAX_COMMAND_LINE
+        )));
+    }
+    Ok(())
+}

@@ -122,6 +122,14 @@ pub fn load(dir: &Path) -> Option<Run> {
                     .into(),
             );
         }
+        // A worker nothing can resume never holds the run.
+        if w.state == State::Asleep && w.conversation.is_none() {
+            w.state = State::Finished;
+            w.note = Some(
+                "finished for good: its conversation was never named, so it cannot be resumed"
+                    .into(),
+            );
+        }
     }
     Some(run)
 }

@@ -106,7 +106,7 @@ pub(super) async fn run(
                 )
                 .await?
         }
-        AgentsArgsAction::Status => agents.status(),
+        AgentsArgsAction::Status => agents.status().await?,
         AgentsArgsAction::Finish => {
             let Some(worker) = cx.worker() else {
                 // The policy refuses this first; this holds even under a policy set that

@@ -41,18 +41,17 @@ pub fn opener(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
     }
 }
 
-/// Why a connection opened by `opener` is not from the process tree rooted at `root` (whose
-/// cgroup holds `group`, when it has one), or `None` when it is. On Linux a connection whose
-/// opener is unknown is refused; elsewhere nothing can be known and none is refused.
-pub fn outside_tree(opener: Option<u32>, root: u32, group: Option<&[i32]>) -> Option<String> {
+/// Why a connection opened by `opener` is not from a descendant of `root` (or `root`
+/// itself), or `None` when it is. Ancestry, not cgroup membership: any process of the user
+/// can move itself into a cgroup the user owns, but none can make itself another's child.
+/// On Linux a connection whose opener is unknown is refused; elsewhere nothing can be known
+/// and none is refused.
+pub fn outside_tree(opener: Option<u32>, root: u32) -> Option<String> {
     #[cfg(target_os = "linux")]
     {
         let Some(pid) = opener else {
             return Some("cannot tell which program opened the connection".into());
         };
-        if group.is_some_and(|g| g.iter().any(|p| u32::try_from(*p) == Ok(pid))) {
-            return None;
-        }
         let mut at = pid;
         for _ in 0..256 {
             if at == root {
@@ -67,7 +66,7 @@ pub fn outside_tree(opener: Option<u32>, root: u32, group: Option<&[i32]>) -> Op
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (opener, root, group);
+        let _ = (opener, root);
         None
     }
 }
