@@ -89,7 +89,7 @@ pub fn render(
                 .public_host
                 .as_deref()
                 .unwrap_or("<your-tunnel-host>");
-            let public = format!("https://{host}/{token}/mcp");
+            let public = crate::http::public_url(host, token);
             let serve = http_command(
                 &exe,
                 settings,

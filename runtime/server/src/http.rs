@@ -413,12 +413,14 @@ pub fn urls_of(settings: &Settings, connector: &str, token: &str) -> Vec<(String
         format!("http://{host}:{port}/{token}/mcp"),
     )];
     if let Some(public) = &settings.public_host {
-        urls.push((
-            format!("{connector}@public"),
-            format!("https://{public}/{token}/mcp"),
-        ));
+        urls.push((format!("{connector}@public"), public_url(public, token)));
     }
     urls
+}
+
+/// The URL a client reaches a connector at through the tunnel named `public_host`.
+pub fn public_url(public_host: &str, token: &str) -> String {
+    format!("https://{public_host}/{token}/mcp")
 }
 
 /// The URL a client uses for `connector` (the secret is part of it).
@@ -553,7 +555,7 @@ pub fn listen<S: Served>(
             if let Some(token) = first.get(name) {
                 let _ = writeln!(out, "{name} {}", connector_url(addr, token));
                 if let Some(public) = &settings.public_host {
-                    let _ = writeln!(out, "{name}@public https://{public}/{token}/mcp");
+                    let _ = writeln!(out, "{name}@public {}", public_url(public, token));
                 }
             }
         }

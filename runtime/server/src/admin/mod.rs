@@ -508,7 +508,7 @@ impl Control {
                         .settings
                         .public_host
                         .as_ref()
-                        .map(|h| format!("https://{h}/{token}/mcp")),
+                        .map(|h| crate::http::public_url(h, token)),
                     snippets,
                 }
             })

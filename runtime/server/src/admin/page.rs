@@ -381,7 +381,7 @@ header{background:#20232a;color:#fff;padding:.6em 1.2em}header h1{margin:0;font-
 header a{color:#cde;margin-right:.8em}main{padding:0 1.2em 2em;max-width:72em}\
 section{margin-top:1.6em}table{border-collapse:collapse;width:100%}caption{text-align:left;font-weight:600;padding:.3em 0}\
 th,td{border-bottom:1px solid #ddd;padding:.3em .5em;text-align:left;vertical-align:top}\
-.inline{display:inline}.copy{display:flex;gap:.5em;align-items:center;margin:.3em 0}.copy input{flex:1;font-family:monospace}\
+.inline{display:inline}button{white-space:nowrap}.copy{display:flex;gap:.5em;align-items:center;margin:.3em 0}.copy input{flex:1;font-family:monospace}\
 pre{background:#f0f0f0;padding:.6em;overflow:auto;white-space:pre-wrap}.alert{background:#fde2e1;border:1px solid #c00;padding:.6em}\
 #said:not(:empty){background:#e6f4ea;border:1px solid #2a7;padding:.5em;margin-top:1em}\
 .decision-deny td{color:#a00}button{padding:.2em .7em}\

@@ -584,7 +584,7 @@ tokens = ["("]
         for needle in [
             "[agents] slots: 9 is not between 1 and 8",
             "[agents.kinds.bad] start: has no {prompt}",
-            "[agents.kinds.bad] start: has neither {mcp_config} nor {mcp_url}",
+            "[agents.kinds.bad] start: has none of {mcp_config}, {mcp_url}, {mcp_endpoint}",
             "[agents.kinds.bad] start: `{task}` is not a placeholder",
             "[agents.kinds.bad] resume: has no {conversation}",
             "[agents.kinds.bad] conversation: needs one group",
