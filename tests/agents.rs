@@ -214,6 +214,35 @@ async fn finish_puts_a_worker_to_sleep_and_a_message_wakes_it_in_its_own_convers
     assert_eq!(s.worker("w1")["tokens"], 1000);
     assert!(results.contains("first file"), "{results}");
     assert!(results.contains("turn=1"), "{results}");
+    // Its calls are recorded as a conversation of their own, under its id.
+    let found = call(
+        &prime,
+        "session",
+        json!({ "action": "search", "query": "first file", "source": "gantry" }),
+    )
+    .await;
+    let hits = text(&found);
+    let worker_session = hits
+        .lines()
+        .find(|l| l.ends_with("result of T1 read"))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or_else(|| panic!("{hits}"))
+        .to_string();
+    let read = call(
+        &prime,
+        "session",
+        json!({ "action": "read", "session_id": worker_session }),
+    )
+    .await;
+    let page = text(&read);
+    assert!(
+        page.contains("T1 read") && page.contains("gantry/worker=r-") && page.contains("/w1]"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("\"action\":\"spawn\""),
+        "the prime's calls are apart: {page}"
+    );
 
     let r = call(
         &prime,
