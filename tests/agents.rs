@@ -32,6 +32,11 @@ fn configure_with(
     placeholder: &str,
     extra: &str,
 ) {
+    let turn_timeout = if extra.contains("TURN_TIMEOUT_3S") {
+        "3s"
+    } else {
+        "10m"
+    };
     let agent = fake_agent().canonicalize().unwrap();
     let agent = agent.display();
     let state = sb.path("agent-state");
@@ -41,6 +46,7 @@ fn configure_with(
 slots = {slots}
 ceiling_tokens = {ceiling}
 finish_grace = "10s"
+turn_timeout = "{turn_timeout}"
 
 [agents.kinds.fake]
 start = ["python3", "{agent}", "{flag}", "{placeholder}", "{{prompt}}"]
@@ -282,18 +288,20 @@ async fn a_batch_naming_a_finished_worker_wakes_none_and_the_ceiling_makes_a_fin
     let r = call(
         &prime,
         "agents",
-        json!({ "action": "spawn", "tasks": ["TOKENS 1000", "TOKENS 3000"] }),
+        json!({ "action": "spawn", "tasks": ["TOKENS 1000", "TOKENS 3000", "TOKENS 3000\nNOFINISH"] }),
     )
     .await;
     assert!(!is_error(&r), "{}", text(&r));
     let mut results = String::new();
     // w2's conversation passed the ceiling during its turn: that turn was not cut short
-    // (its result is in), but its finish was its last.
+    // (its result is in), but its finish was its last. w3 passed it too and did not finish:
+    // there is no turn after the one that crossed it either.
     let s = until(&prime, &mut results, |s| {
-        s.state("w1") == "asleep" && s.state("w2") == "finished"
+        s.state("w1") == "asleep" && s.state("w2") == "finished" && s.state("w3") == "finished"
     })
     .await;
     assert!(results.contains("--- w2 ---"), "{results}");
+    assert!(!results.contains("--- w3 ---"), "{results}");
     assert!(s.text.contains("past the ceiling of 2,500"), "{}", s.text);
 
     let r = call(
@@ -785,4 +793,37 @@ async fn a_second_server_on_the_same_state_directory_does_not_take_the_runs() {
     );
     let s = status(&prime).await;
     assert!(s.text.starts_with("No run yet"), "{}", s.text);
+}
+
+/// A turn that never ends is ended at `turn_timeout`, so it cannot hold its slot forever.
+#[tokio::test]
+async fn a_turn_past_its_timeout_is_ended_and_frees_its_slot() {
+    let sb = Sandbox::new();
+    configure_with(
+        &sb,
+        1,
+        400_000,
+        "--mcp-config",
+        "{mcp_config}",
+        "# TURN_TIMEOUT_3S\n",
+    );
+    let (_server, prime) = serve(&sb).await;
+    let r = call(
+        &prime,
+        "agents",
+        json!({ "action": "spawn", "tasks": ["WAIT /nonexistent/never", "TOKENS 5"] }),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let mut results = String::new();
+    let s = until(&prime, &mut results, |s| {
+        s.state("w1") == "asleep" && s.state("w2") == "asleep"
+    })
+    .await;
+    assert!(
+        s.text.contains("the turn ran past turn_timeout = 3s"),
+        "{}",
+        s.text
+    );
+    assert!(results.contains("--- w2 ---"), "{results}");
 }

@@ -743,18 +743,14 @@ impl Registry {
                 self.shell.prepared_invocation(&script, &prepared, &[], &[])
             }
             crate::shell::ShellKind::PowerShell => {
-                let program = &argv[0];
-                let lower = program.to_ascii_lowercase();
-                if lower.ends_with(".cmd") || lower.ends_with(".bat") {
-                    return Err(TerminalError::Spawn(std::io::Error::new(
-                        std::io::ErrorKind::InvalidInput,
-                        format!(
-                            "{program} is a batch file, which cmd.exe would parse; name the program it runs (an .exe, or node with its script)"
-                        ),
-                    )));
-                }
+                // Resolved here, to the very file that runs: a bare name would otherwise be
+                // found through PATHEXT, a batch shim included.
+                let path = std::env::var_os("PATH").unwrap_or_default();
+                let program = crate::shell::windows_executable(&argv[0], &path).map_err(|e| {
+                    TerminalError::Spawn(std::io::Error::new(std::io::ErrorKind::NotFound, e))
+                })?;
                 crate::shell::Invocation {
-                    program: program.into(),
+                    program: program.into_os_string(),
                     args: argv[1..].iter().map(Into::into).collect(),
                 }
             }

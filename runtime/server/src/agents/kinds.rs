@@ -14,6 +14,8 @@ pub const DEFAULT_SLOTS: usize = 3;
 pub const DEFAULT_CEILING_TOKENS: u64 = 400_000;
 /// How long a worker's program may run on after its `finish` before it is ended.
 pub const DEFAULT_FINISH_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long one turn may run before its program is ended (it would hold its slot forever).
+pub const DEFAULT_TURN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 /// Most slots a config may give (a run has at most 8 workers anyway).
 const MAX_SLOTS: usize = 8;
 
@@ -37,6 +39,7 @@ pub struct AgentsSection {
     slots: Option<usize>,
     ceiling_tokens: Option<u64>,
     finish_grace: Option<String>,
+    turn_timeout: Option<String>,
     #[serde(default)]
     kinds: BTreeMap<String, KindSection>,
 }
@@ -64,6 +67,8 @@ pub struct AgentsConfig {
     pub ceiling_tokens: u64,
     /// How long a program may run on after its worker's `finish`.
     pub finish_grace: std::time::Duration,
+    /// How long one turn may run.
+    pub turn_timeout: std::time::Duration,
     /// The kinds, by name.
     pub kinds: Vec<Kind>,
     /// Whether the kinds were found on PATH (none declared).
@@ -76,6 +81,7 @@ impl Default for AgentsConfig {
             slots: DEFAULT_SLOTS,
             ceiling_tokens: DEFAULT_CEILING_TOKENS,
             finish_grace: DEFAULT_FINISH_GRACE,
+            turn_timeout: DEFAULT_TURN_TIMEOUT,
             kinds: Vec::new(),
             kinds_from_path: true,
         }
@@ -132,21 +138,35 @@ pub fn resolve(
             reason: "must be more than 0".into(),
         });
     }
-    let finish_grace = match section
-        .finish_grace
-        .as_deref()
-        .map(humantime::parse_duration)
-    {
-        None => DEFAULT_FINISH_GRACE,
-        Some(Ok(d)) => d,
-        Some(Err(e)) => {
-            problems.push(Problem {
-                what: "[agents] finish_grace".into(),
-                reason: format!("not a duration such as \"30s\": {e}"),
-            });
-            DEFAULT_FINISH_GRACE
-        }
-    };
+    let mut duration =
+        |what: &str, given: Option<&str>, default| match given.map(humantime::parse_duration) {
+            None => default,
+            Some(Ok(d)) if !d.is_zero() => d,
+            Some(Ok(_)) => {
+                problems.push(Problem {
+                    what: format!("[agents] {what}"),
+                    reason: "must be more than 0".into(),
+                });
+                default
+            }
+            Some(Err(e)) => {
+                problems.push(Problem {
+                    what: format!("[agents] {what}"),
+                    reason: format!("not a duration such as \"30s\" or \"1h\": {e}"),
+                });
+                default
+            }
+        };
+    let finish_grace = duration(
+        "finish_grace",
+        section.finish_grace.as_deref(),
+        DEFAULT_FINISH_GRACE,
+    );
+    let turn_timeout = duration(
+        "turn_timeout",
+        section.turn_timeout.as_deref(),
+        DEFAULT_TURN_TIMEOUT,
+    );
     let kinds_from_path = section.kinds.is_empty();
     let kinds = if kinds_from_path {
         found_on_path()
@@ -168,6 +188,7 @@ pub fn resolve(
             slots,
             ceiling_tokens,
             finish_grace,
+            turn_timeout,
             kinds,
             kinds_from_path,
         })
@@ -435,7 +456,8 @@ fn is_program(path: &Path) -> bool {
     }
     #[cfg(not(unix))]
     {
-        ["exe", "cmd", "bat"]
+        // Only what gantry would start: a batch shim is refused at start.
+        ["exe", "com"]
             .iter()
             .any(|ext| path.with_extension(ext).is_file())
     }

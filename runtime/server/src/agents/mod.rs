@@ -230,21 +230,23 @@ impl Agents {
                 ));
             }
         }
-        *owner = Some(file);
-        drop(owner);
+        // The record is in the board before anyone can see this server as the owner, so no
+        // call works on an empty board that a load then overwrites.
         let run = records::load(&self.dir);
         if let Some(r) = &run {
             tracing::info!(run = %r.id, workers = r.workers.len(), "took back the recorded worker run, its workers asleep");
         }
         self.board().run = run;
+        *owner = Some(file);
         Ok(())
     }
 
-    /// Whether a worker may start now: the decision a `spawn` by the prime would get, asked
-    /// again before each start (a worker waits for its slot across permission changes and
-    /// restarts).
+    /// Whether a worker may start now: what a `spawn` by the prime would get (confinement,
+    /// then Cedar), asked again before each start (a worker waits for its slot across
+    /// permission and config changes and restarts).
     fn may_start(&self) -> Result<(), String> {
         use crate::server::Served as _;
+        self.refuse_when_confined().map_err(|e| e.message)?;
         let Some(app) = self.app.get().and_then(Weak::upgrade) else {
             return Err("the server is stopping".into());
         };
@@ -552,8 +554,12 @@ impl Agents {
         if let Some(w) = board
             .run
             .as_mut()
-            .filter(|r| r.id == run)
-            .and_then(|r| r.workers.iter_mut().find(|w| w.id == worker))
+            .filter(|r| r.id == run && r.ended.is_none())
+            .and_then(|r| {
+                r.workers
+                    .iter_mut()
+                    .find(|w| w.id == worker && w.state == State::Working)
+            })
         {
             w.state = if w.conversation.is_some() {
                 State::Asleep
@@ -694,13 +700,14 @@ impl Agents {
             let mut board = self.board();
             // Still this run, not ended, and this worker still reserved for the turn (the user
             // may have ended the run while the program started).
-            let reserved = board.run.as_ref().is_some_and(|r| {
-                r.id == run
-                    && r.ended.is_none()
-                    && r.workers
-                        .iter()
-                        .any(|w| w.id == worker && w.state == State::Working)
-            });
+            let reserved = !self.closing.load(std::sync::atomic::Ordering::SeqCst)
+                && board.run.as_ref().is_some_and(|r| {
+                    r.id == run
+                        && r.ended.is_none()
+                        && r.workers
+                            .iter()
+                            .any(|w| w.id == worker && w.state == State::Working)
+                });
             if !reserved || board.live.contains_key(worker) {
                 if let Some(p) = &mcp_config {
                     let _ = std::fs::remove_file(p);
@@ -776,6 +783,8 @@ impl Agents {
         };
         let mut last = String::new();
         let mut conversation: Option<String> = None;
+        let began = Instant::now();
+        let mut timed_out = false;
         let exit = loop {
             let seen = held.look(Duration::from_secs(1), LOOK_BUDGET).await;
             match (&seen.output.file, reader.take()) {
@@ -843,7 +852,11 @@ impl Agents {
                 let board = self.board();
                 board.live.get(&worker).is_none_or(|l| l.turn != turn)
             };
-            if overdue || gone {
+            if began.elapsed() >= self.config.turn_timeout && !timed_out {
+                timed_out = true;
+                tracing::warn!(%run, %worker, "a worker's turn ran past [agents] turn_timeout; its program is ended");
+            }
+            if overdue || gone || timed_out {
                 let h = held.clone();
                 let _ = tokio::task::spawn_blocking(move || h.end()).await;
             }
@@ -854,14 +867,14 @@ impl Agents {
                 r.readings
             })
             .unwrap_or_default();
-        self.turn_ended(
-            &run,
-            &worker,
-            turn,
-            &readings,
-            exit,
-            &tail(&last, TAIL_CHARS),
-        );
+        let mut last = tail(&last, TAIL_CHARS);
+        if timed_out {
+            last = format!(
+                "[gantry ended it: the turn ran past turn_timeout = {} under [agents]]\n{last}",
+                humantime::format_duration(self.config.turn_timeout)
+            );
+        }
+        self.turn_ended(&run, &worker, turn, &readings, exit, &last);
         let h = held.clone();
         // Whatever the program left running goes with it.
         let _ = tokio::task::spawn_blocking(move || h.end()).await;
@@ -906,35 +919,38 @@ impl Agents {
         }
         let over = w.tokens.is_some_and(|t| t >= ceiling);
         let finished = live.finished_at.is_some();
-        w.state = if finished && over {
-            State::Finished
-        } else {
-            State::Asleep
-        };
+        // The turn that crossed the ceiling ran to its end; there is no turn after it.
+        w.state = if over { State::Finished } else { State::Asleep };
         if w.conversation.is_none() {
             // Nothing to resume: no message could ever reach it, so it does not hold the run.
             w.state = State::Finished;
         }
+        let past = format!(
+            "finished for good: its conversation holds {} tokens, past the ceiling of {}",
+            grouped(w.tokens.unwrap_or(0)),
+            grouped(ceiling)
+        );
         w.note = match (finished, over) {
-            (true, true) => Some(format!(
-                "finished for good: its conversation holds {} tokens, past the ceiling of {}, so its last finish was its last",
-                grouped(w.tokens.unwrap_or(0)),
-                grouped(ceiling)
-            )),
+            (true, true) => Some(format!("{past}, so this turn's finish was its last")),
             (true, false) => None,
-            (false, _) => {
+            (false, over) => {
                 let how = if exit.signaled {
                     format!("was ended (signal, exit {})", exit.code)
                 } else {
                     format!("exited with code {}", exit.code)
                 };
                 let shown = last_output.trim();
-                Some(if shown.is_empty() {
+                let said = if shown.is_empty() {
                     format!("its program {how} without calling finish, printing nothing")
                 } else {
                     format!(
                         "its program {how} without calling finish; its output ended with:\n{shown}"
                     )
+                };
+                Some(if over {
+                    format!("{past}; {said}")
+                } else {
+                    said
                 })
             }
         };
@@ -983,6 +999,12 @@ impl Agents {
             let Some(run) = board.run.as_mut() else {
                 return Err(not_found("no run yet: spawn workers first"));
             };
+            if let Some(how) = &run.ended {
+                return Err(not_found(format!(
+                    "run {} was ended ({how}); spawn a new run",
+                    run.id
+                )));
+            }
             let ids: Vec<String> = run.workers.iter().map(|w| w.id.clone()).collect();
             let mut refusals = Vec::new();
             for id in to {
@@ -1239,8 +1261,8 @@ impl Agents {
         Ok(reply)
     }
 
-    /// The live worker whose endpoint secret is `secret`: its id, the root pid of its
-    /// program and the pids of its cgroup (when it has one), and its MCP service.
+    /// The live worker whose endpoint secret is `secret`: its id, its program (whose
+    /// descendants alone may call) and its MCP service.
     fn by_secret(&self, secret: &str) -> Option<endpoint::Caller> {
         use subtle::ConstantTimeEq as _;
         let board = self.board();
@@ -1331,6 +1353,21 @@ impl Agents {
                         w.state = State::Finished;
                         w.note = Some("finished for good: the server stopped before its output named its conversation, so it cannot be resumed".into());
                     }
+                }
+            }
+            // Reserved for a turn whose program had not started yet: a first turn waits
+            // again (its prompt is kept), a later one sleeps as it was.
+            for w in run
+                .workers
+                .iter_mut()
+                .filter(|w| w.state == State::Working && !live.iter().any(|(id, _)| *id == w.id))
+            {
+                if w.pending.is_some() {
+                    w.state = State::Waiting;
+                } else {
+                    w.state = State::Asleep;
+                    w.note =
+                        Some("the server stopped before its turn started; message it again".into());
                 }
             }
         }
