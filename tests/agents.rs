@@ -32,10 +32,16 @@ fn configure_with(
     placeholder: &str,
     extra: &str,
 ) {
+    // Markers in `extra` (a comment in the config) choose variants.
     let turn_timeout = if extra.contains("TURN_TIMEOUT_3S") {
         "3s"
     } else {
         "10m"
+    };
+    let prompt = if extra.contains("PROMPT_FILE") {
+        r#""--prompt-file", "{prompt_file}""#
+    } else {
+        r#""{prompt}""#
     };
     let agent = fake_agent().canonicalize().unwrap();
     let agent = agent.display();
@@ -49,8 +55,8 @@ finish_grace = "10s"
 turn_timeout = "{turn_timeout}"
 
 [agents.kinds.fake]
-start = ["python3", "{agent}", "{flag}", "{placeholder}", "{{prompt}}"]
-resume = ["python3", "{agent}", "{flag}", "{placeholder}", "--resume", "{{conversation}}", "{{prompt}}"]
+start = ["python3", "{agent}", "{flag}", "{placeholder}", {prompt}]
+resume = ["python3", "{agent}", "{flag}", "{placeholder}", "--resume", "{{conversation}}", {prompt}]
 conversation = '"conversation": "([^"]+)"'
 tokens = ['"tokens": (\d+)']
 env = {{ FAKE_AGENT_STATE = "{state}" }}
@@ -635,7 +641,15 @@ async fn a_real_agent_cli_hands_in_a_result_when_one_is_installed() {
 #[tokio::test]
 async fn a_stdio_server_runs_workers_too() {
     let sb = Sandbox::new();
-    configure(&sb, 2, 400_000);
+    // The prompt through a private file ({prompt_file}), out of the command line.
+    configure_with(
+        &sb,
+        2,
+        400_000,
+        "--mcp-config",
+        "{mcp_config}",
+        "# PROMPT_FILE\n",
+    );
     sb.write("a.txt", "over stdio\n");
     let prime = sb.stdio(&[]).await;
     let r = call(
@@ -651,6 +665,14 @@ async fn a_stdio_server_runs_workers_too() {
     })
     .await;
     assert_eq!(results.matches("over stdio").count(), 2, "{results}");
+    // The turn's files (prompt, MCP configuration) went with it.
+    let left: Vec<String> = std::fs::read_dir(sb.path("state").join("agents"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("prompt-") || n.starts_with("mcp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// A worker waiting for its slot starts only when a spawn would be allowed now: not after a
@@ -826,4 +848,34 @@ async fn a_turn_past_its_timeout_is_ended_and_frees_its_slot() {
         s.text
     );
     assert!(results.contains("--- w2 ---"), "{results}");
+}
+
+/// `gantry check` warns of a kind that reads well but would fail at its first spawn.
+#[tokio::test]
+async fn check_warns_of_a_kind_that_cannot_start() {
+    let sb = Sandbox::new();
+    sb.config(
+        r#"[agents.kinds.broken]
+start = ["no-such-agent-cli", "{mcp_config}", "{prompt}"]
+resume = ["no-such-agent-cli", "{mcp_config}", "{conversation}", "{prompt}"]
+conversation = 'id=(\w+)'
+workdir = "/etc"
+"#,
+    );
+    let out = std::process::Command::new(crate::support::gantry())
+        .arg("check")
+        .args(sb.args())
+        .env("HOME", sb.path("home"))
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("worker kind `broken`: its program `no-such-agent-cli` is not on PATH"),
+        "{said}"
+    );
+    assert!(
+        said.contains("worker kind `broken`: its workdir /etc is outside the approved roots"),
+        "{said}"
+    );
 }

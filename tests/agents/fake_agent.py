@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A scripted stand-in for an agent CLI (`codex exec`, `claude -p`), for gantry's tests.
 
-    fake_agent.py (--mcp-config FILE | --endpoint URL) [--resume ID] PROMPT
+    fake_agent.py (--mcp-config FILE | --endpoint URL) [--resume ID] (PROMPT | --prompt-file F)
 
 It reads the MCP server from FILE (Claude Code's `mcpServers` format), or takes URL and
 sends $GANTRY_WORKER_TOKEN as its bearer token (as Codex does), speaks MCP over
@@ -104,6 +104,9 @@ def main():
             resume = value
         elif flag == "--endpoint":
             endpoint = value
+        elif flag == "--prompt-file":
+            with open(value) as f:
+                args = [f.read()] + args
     prompt = args[0] if args else ""
     if endpoint:
         url = endpoint

@@ -97,6 +97,7 @@ pub fn run(
                         s.agents.ceiling_tokens
                     ));
                 }
+                warnings.extend(crate::agents::kind_problems(&s.agents, r.all()));
             }
             Err(e) => problems.push(e),
         }

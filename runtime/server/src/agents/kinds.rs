@@ -20,8 +20,9 @@ pub const DEFAULT_TURN_TIMEOUT: std::time::Duration = std::time::Duration::from_
 const MAX_SLOTS: usize = 8;
 
 /// The words a template may hold, each replaced whole.
-pub const PLACEHOLDERS: [&str; 6] = [
+pub const PLACEHOLDERS: [&str; 7] = [
     "{prompt}",
+    "{prompt_file}",
     "{conversation}",
     "{mcp_config}",
     "{mcp_url}",
@@ -212,8 +213,8 @@ fn kind_of(name: &str, k: KindSection, config_dir: &Path) -> Result<Kind, Vec<Pr
         });
     }
     for (field, argv, needs) in [
-        ("start", &k.start, &["{prompt}"][..]),
-        ("resume", &k.resume, &["{prompt}", "{conversation}"][..]),
+        ("start", &k.start, &[][..]),
+        ("resume", &k.resume, &["{conversation}"][..]),
     ] {
         if argv.first().is_none_or(|p| p.trim().is_empty()) {
             problems.push(Problem {
@@ -223,6 +224,17 @@ fn kind_of(name: &str, k: KindSection, config_dir: &Path) -> Result<Kind, Vec<Pr
                         .into(),
             });
             continue;
+        }
+        if !argv
+            .iter()
+            .any(|w| w.contains("{prompt}") || w.contains("{prompt_file}"))
+        {
+            problems.push(Problem {
+                what: at(field),
+                reason:
+                    "has neither {prompt} nor {prompt_file}, so the worker would never get its task"
+                        .into(),
+            });
         }
         for need in needs {
             if !argv.iter().any(|w| w.contains(need)) {
@@ -430,6 +442,45 @@ fn known_kinds() -> Vec<Kind> {
     ]
 }
 
+/// What would make a kind fail at its first `spawn` although the config reads well: its
+/// program not on PATH, its workdir missing or outside `roots`. For `gantry check`.
+pub fn kind_problems(config: &AgentsConfig, roots: &[PathBuf]) -> Vec<String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut found = Vec::new();
+    for k in &config.kinds {
+        if let Some(program) = k.start.first() {
+            let given = Path::new(program);
+            let there = if given.components().count() > 1 {
+                is_program(given)
+            } else {
+                std::env::split_paths(&path).any(|dir| is_program(&dir.join(program)))
+            };
+            if !there {
+                found.push(format!(
+                    "worker kind `{}`: its program `{program}` is not on PATH here (gantry starts it in your login environment, whose PATH may differ)",
+                    k.name
+                ));
+            }
+        }
+        if let Some(dir) = &k.workdir {
+            match std::fs::canonicalize(dir) {
+                Ok(d) if roots.iter().any(|r| d.starts_with(r)) => {}
+                Ok(_) => found.push(format!(
+                    "worker kind `{}`: its workdir {} is outside the approved roots; spawn will refuse it",
+                    k.name,
+                    dir.display()
+                )),
+                Err(e) => found.push(format!(
+                    "worker kind `{}`: its workdir {}: {e}",
+                    k.name,
+                    dir.display()
+                )),
+            }
+        }
+    }
+    found
+}
+
 /// The names of the CLIs gantry has a kind for by heart.
 pub fn known_names() -> Vec<String> {
     known_kinds().into_iter().map(|k| k.name).collect()
@@ -468,6 +519,8 @@ fn is_program(path: &Path) -> bool {
 pub struct Readings {
     /// The last conversation id seen.
     pub conversation: Option<String>,
+    /// A value the `conversation` pattern found that is not an id (shortened, escaped).
+    pub rejected: Option<String>,
     /// Per token pattern, its last match.
     last_counts: Vec<Option<u64>>,
 }
@@ -520,6 +573,7 @@ impl Reader {
             conversation: regex::Regex::new(&kind.conversation)?,
             readings: Readings {
                 conversation: None,
+                rejected: None,
                 last_counts: vec![None; tokens.len()],
             },
             tokens,
@@ -552,9 +606,18 @@ impl Reader {
             .captures_iter(line)
             .last()
             .and_then(|c| c.get(1))
-            && is_conversation_id(id.as_str())
         {
-            self.readings.conversation = Some(id.as_str().to_string());
+            if is_conversation_id(id.as_str()) {
+                self.readings.conversation = Some(id.as_str().to_string());
+            } else {
+                self.readings.rejected = Some(
+                    id.as_str()
+                        .chars()
+                        .take(60)
+                        .flat_map(char::escape_debug)
+                        .collect(),
+                );
+            }
         }
         for (re, slot) in self.tokens.iter().zip(self.readings.last_counts.iter_mut()) {
             if let Some(n) = re
@@ -605,7 +668,7 @@ tokens = ["("]
         let all = shown.join("\n");
         for needle in [
             "[agents] slots: 9 is not between 1 and 8",
-            "[agents.kinds.bad] start: has no {prompt}",
+            "[agents.kinds.bad] start: has neither {prompt} nor {prompt_file}",
             "[agents.kinds.bad] start: has none of {mcp_config}, {mcp_url}, {mcp_endpoint}",
             "[agents.kinds.bad] start: `{task}` is not a placeholder",
             "[agents.kinds.bad] resume: has no {conversation}",

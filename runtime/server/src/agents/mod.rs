@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use tool_api::{ErrorCode, ToolError};
 
-pub use kinds::{AgentsConfig, AgentsSection, Kind, Problem, known_names, resolve};
+pub use kinds::{AgentsConfig, AgentsSection, Kind, Problem, kind_problems, known_names, resolve};
 pub use records::{Handed, Run, State, Worker};
 
 use crate::app::{App, LiveRoots};
@@ -70,7 +70,8 @@ struct Live {
     held: Arc<terminal::Held>,
     /// Set by the worker's `finish` in this turn.
     finished_at: Option<Instant>,
-    mcp_config: Option<PathBuf>,
+    /// Files written for the turn (its MCP configuration, its prompt), removed when it ends.
+    files: Vec<PathBuf>,
     /// Which turn this is, so a late report of an earlier turn changes nothing.
     turn: u64,
     service: endpoint::Service,
@@ -234,7 +235,11 @@ impl Agents {
         // call works on an empty board that a load then overwrites.
         let run = records::load(&self.dir);
         if let Some(r) = &run {
-            tracing::info!(run = %r.id, workers = r.workers.len(), "took back the recorded worker run, its workers asleep");
+            if r.ended.is_some() {
+                tracing::info!(run = %r.id, "found the recorded worker run, ended");
+            } else {
+                tracing::info!(run = %r.id, workers = r.workers.len(), "took back the recorded worker run, its workers asleep");
+            }
         }
         self.board().run = run;
         *owner = Some(file);
@@ -382,7 +387,7 @@ impl Agents {
                 .find(|k| k.name == name)
                 .ok_or_else(|| {
                     not_found(format!(
-                        "kind: `{name}` is not a worker kind here (kinds: {})",
+                        "kind: `{name}` is not a worker kind here (kinds: {}); a kind added to the config takes effect when gantry next starts",
                         self.kind_names()
                     ))
                 })?,
@@ -643,14 +648,33 @@ impl Agents {
         } else {
             None
         };
-        let mcp_config_text = mcp_config
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
+        let prompt_file = if template.iter().any(|w| w.contains("{prompt_file}")) {
+            let path = self.dir.join(format!("prompt-{run}-{worker}.txt"));
+            if let Err(e) = crate::state_dir::write_private(&path, prompt.as_bytes()) {
+                if let Some(p) = &mcp_config {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(ToolError::new(
+                    ErrorCode::OsError,
+                    format!("cannot write the worker's prompt file: {e}"),
+                ));
+            }
+            Some(path)
+        } else {
+            None
+        };
+        let shown = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
+        let (mcp_config_text, prompt_file_text) = (shown(&mcp_config), shown(&prompt_file));
+        let files: Vec<PathBuf> = mcp_config.into_iter().chain(prompt_file).collect();
         let workdir_text = workdir.display().to_string();
         let argv = kinds::expand(
             template,
             &[
+                ("{prompt_file}", &prompt_file_text),
                 ("{prompt}", prompt),
                 ("{conversation}", conversation.unwrap_or("")),
                 ("{mcp_config}", &mcp_config_text),
@@ -671,7 +695,7 @@ impl Agents {
         let held = match started {
             Ok(h) => Arc::new(h),
             Err(e) => {
-                if let Some(p) = &mcp_config {
+                for p in &files {
                     let _ = std::fs::remove_file(p);
                 }
                 return Err(ToolError::new(
@@ -685,7 +709,7 @@ impl Agents {
             worker: worker.to_string(),
         };
         let Some(app) = self.app.get().and_then(Weak::upgrade) else {
-            if let Some(p) = &mcp_config {
+            for p in &files {
                 let _ = std::fs::remove_file(p);
             }
             let h = held.clone();
@@ -709,7 +733,7 @@ impl Agents {
                             .any(|w| w.id == worker && w.state == State::Working)
                 });
             if !reserved || board.live.contains_key(worker) {
-                if let Some(p) = &mcp_config {
+                for p in &files {
                     let _ = std::fs::remove_file(p);
                 }
                 None
@@ -723,7 +747,7 @@ impl Agents {
                         secret,
                         held: held.clone(),
                         finished_at: None,
-                        mcp_config,
+                        files,
                         turn,
                         service,
                     },
@@ -899,7 +923,7 @@ impl Agents {
             // The run was ended (or the server is stopping): the record already says so.
             return;
         };
-        if let Some(p) = &live.mcp_config {
+        for p in &live.files {
             let _ = std::fs::remove_file(p);
         }
         let ceiling = self.config.ceiling_tokens;
@@ -955,9 +979,14 @@ impl Agents {
             }
         };
         if w.conversation.is_none() {
-            let why = "its output never named its conversation (the kind's `conversation` pattern found nothing), so it cannot be resumed";
+            let why = match &readings.rejected {
+                Some(value) => format!(
+                    "the conversation its output named, `{value}`, is not an id (letters, digits, `.`, `_`, `:`, `-`, not starting with `-`), so it cannot be resumed"
+                ),
+                None => "its output never named its conversation (the kind's `conversation` pattern found nothing), so it cannot be resumed".to_string(),
+            };
             w.note = Some(match w.note.take() {
-                Some(n) => format!("finished for good: {why}; {n}"),
+                Some(n) => format!("{n}\nFinished for good: {why}."),
                 None => format!("finished for good: {why}"),
             });
         }
@@ -1037,8 +1066,16 @@ impl Agents {
                 }
             }
             if refusals.is_empty() && to.len() > free {
+                let working = self.config.slots - free;
+                let then = if working > 0 {
+                    format!(
+                        "wait for one of the {working} working worker(s) to finish, or name fewer"
+                    )
+                } else {
+                    "name fewer at once".to_string()
+                };
                 refusals.push(format!(
-                    "{} worker(s) to wake and {free} slot(s) free ({}); wait for a working worker's finish",
+                    "{} worker(s) to wake and {free} slot(s) free ({}); {then}",
                     to.len(),
                     self.slots_setting()
                 ));
@@ -1077,8 +1114,10 @@ impl Agents {
         let woken: Vec<&str> = wake.iter().map(|(w, _)| w.as_str()).collect();
         report.text = if failed.is_empty() {
             format!(
-                "Woke {} in their own conversations.\n\n{}",
+                "Woke {} in {} own conversation{}.\n\n{}",
                 woken.join(", "),
+                if woken.len() == 1 { "its" } else { "their" },
+                if woken.len() == 1 { "" } else { "s" },
                 report.text
             )
         } else {
@@ -1306,7 +1345,7 @@ impl Agents {
         };
         let n = helds.len();
         for l in &helds {
-            if let Some(p) = &l.mcp_config {
+            for p in &l.files {
                 let _ = std::fs::remove_file(p);
             }
         }
@@ -1339,7 +1378,7 @@ impl Agents {
         let live: Vec<(String, Live)> = board.live.drain().collect();
         if let Some(run) = board.run.as_mut() {
             for (worker, l) in &live {
-                if let Some(p) = &l.mcp_config {
+                for p in &l.files {
                     let _ = std::fs::remove_file(p);
                 }
                 if let Some(w) = run.workers.iter_mut().find(|w| &w.id == worker) {
