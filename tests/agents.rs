@@ -119,6 +119,30 @@ async fn until(prime: &Client, results: &mut String, done: impl Fn(&Status) -> b
     }
 }
 
+/// Calls `agents` as `prime`; the call must succeed.
+async fn agents_ok(prime: &Client, args: serde_json::Value) -> rmcp::model::CallToolResult {
+    let r = call(prime, "agents", args).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    r
+}
+
+/// Calls `agents` as `prime`; the call must be refused, saying `says`.
+async fn agents_refused(prime: &Client, args: serde_json::Value, says: &str) {
+    let r = call(prime, "agents", args).await;
+    assert!(is_error(&r) && text(&r).contains(says), "{}", text(&r));
+}
+
+/// Stops `server` as a user's Ctrl-C does (SIGTERM) and waits for it.
+async fn stop(server: &mut HttpServer) {
+    let pid = server.child.id().unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(15), server.child.wait()).await;
+}
+
 async fn serve(sb: &Sandbox) -> (HttpServer, Client) {
     let server = sb.http(&[]).await;
     let prime = server.client("core").await;
@@ -148,9 +172,8 @@ async fn three_tasks_with_two_slots_start_two_and_the_third_when_a_slot_frees() 
     sb.write("notes.txt", "hello from the notes\n");
     let go = sb.root().join("go1");
     let (_server, prime) = serve(&sb).await;
-    let r = call(
+    let r = agents_ok(
         &prime,
-        "agents",
         json!({
             "action": "spawn",
             "kind": "fake",
@@ -163,7 +186,6 @@ async fn three_tasks_with_two_slots_start_two_and_the_third_when_a_slot_frees() 
         }),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let first = facts(&r);
     assert_eq!(first["free_slots"], 0, "{}", text(&r));
     let states: Vec<&str> = first["workers"]
@@ -213,13 +235,11 @@ async fn finish_puts_a_worker_to_sleep_and_a_message_wakes_it_in_its_own_convers
     sb.write("a.txt", "first file\n");
     sb.write("b.txt", "second file\n");
     let (_server, prime) = serve(&sb).await;
-    let r = call(
+    agents_ok(
         &prime,
-        "agents",
         json!({ "action": "spawn", "tasks": ["READ a.txt"] }),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let mut results = String::new();
     let s = until(&prime, &mut results, |s| s.state("w1") == "asleep").await;
     let conversation = s.worker("w1")["conversation"].as_str().unwrap().to_string();
@@ -256,13 +276,11 @@ async fn finish_puts_a_worker_to_sleep_and_a_message_wakes_it_in_its_own_convers
         "the prime's calls are apart: {page}"
     );
 
-    let r = call(
+    let r = agents_ok(
         &prime,
-        "agents",
         json!({ "action": "message", "to": ["w1"], "message": "READ b.txt" }),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     assert!(text(&r).contains("Woke w1"), "{}", text(&r));
     let mut results = String::new();
     let s = until(&prime, &mut results, |s| {
@@ -291,13 +309,7 @@ async fn a_batch_naming_a_finished_worker_wakes_none_and_the_ceiling_makes_a_fin
     let sb = Sandbox::new();
     configure(&sb, 2, 2500);
     let (_server, prime) = serve(&sb).await;
-    let r = call(
-        &prime,
-        "agents",
-        json!({ "action": "spawn", "tasks": ["TOKENS 1000", "TOKENS 3000", "TOKENS 3000\nNOFINISH"] }),
-    )
-    .await;
-    assert!(!is_error(&r), "{}", text(&r));
+    agents_ok(&prime, json!({ "action": "spawn", "tasks": ["TOKENS 1000", "TOKENS 3000", "TOKENS 3000\nNOFINISH"] })).await;
     let mut results = String::new();
     // w2's conversation passed the ceiling during its turn: that turn was not cut short
     // (its result is in), but its finish was its last. w3 passed it too and did not finish:
@@ -329,27 +341,20 @@ async fn a_batch_naming_a_finished_worker_wakes_none_and_the_ceiling_makes_a_fin
     assert_eq!(s.worker("w1")["tokens"], 1000);
 
     // w1 now crosses the ceiling in its next turn: that finish is its last too.
-    let r = call(
+    agents_ok(
         &prime,
-        "agents",
         json!({ "action": "message", "to": ["w1"], "message": "TOKENS 2000" }),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let mut results = String::new();
     until(&prime, &mut results, |s| s.state("w1") == "finished").await;
     assert!(results.contains("--- w1 ---"), "{results}");
-    let r = call(
+    agents_refused(
         &prime,
-        "agents",
         json!({ "action": "message", "to": ["w1"], "message": "more" }),
+        "w1 is finished for good",
     )
     .await;
-    assert!(
-        is_error(&r) && text(&r).contains("w1 is finished for good"),
-        "{}",
-        text(&r)
-    );
 }
 
 #[tokio::test]
@@ -359,9 +364,8 @@ async fn a_worker_cannot_act_as_the_prime_or_another_worker_and_its_secret_works
     let leak = sb.root().join("leaked-url");
     let go = sb.root().join("go");
     let (_server, prime) = serve(&sb).await;
-    let r = call(
+    agents_ok(
         &prime,
-        "agents",
         json!({
             "action": "spawn",
             "tasks": [format!(
@@ -372,7 +376,6 @@ async fn a_worker_cannot_act_as_the_prime_or_another_worker_and_its_secret_works
         }),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
 
     // The worker's own URL, used by a program outside its process tree (this test), is
     // refused even with the right secret.
@@ -445,16 +448,14 @@ async fn ending_the_run_on_the_control_page_leaves_no_process_behind() {
     let marker = format!("gantry-test-orphan-{}", std::process::id());
     let (server, prime) = serve(&sb).await;
     let page = server.admin.clone().unwrap();
-    let r = call(
+    agents_ok(
         &prime,
-        "agents",
         json!({
             "action": "spawn",
             "tasks": [format!("DETACH {marker}\nWAIT /nonexistent/never")],
         }),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while processes_with(&marker).is_empty() {
         assert!(
@@ -494,26 +495,18 @@ async fn a_run_outlives_a_restart_asleep_and_wakes_in_its_conversation() {
     configure(&sb, 2, 400_000);
     sb.write("a.txt", "kept across restarts\n");
     let (mut server, prime) = serve(&sb).await;
-    let r = call(
+    agents_ok(
         &prime,
-        "agents",
         json!({ "action": "spawn", "tasks": ["READ a.txt", "WAIT /nonexistent/never"] }),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let mut results = String::new();
     let s = until(&prime, &mut results, |s| s.state("w1") == "asleep").await;
     let conversation = s.worker("w1")["conversation"].as_str().unwrap().to_string();
     assert_eq!(s.state("w2"), "working");
     drop(prime);
     // A clean stop (SIGTERM), as a user's Ctrl-C.
-    let pid = server.child.id().unwrap();
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let _ = tokio::time::timeout(Duration::from_secs(15), server.child.wait()).await;
+    stop(&mut server).await;
 
     let (_server, prime) = serve(&sb).await;
     let s = status(&prime).await;
@@ -521,13 +514,11 @@ async fn a_run_outlives_a_restart_asleep_and_wakes_in_its_conversation() {
     assert_eq!(s.state("w2"), "asleep", "{}", s.text);
     assert!(s.text.contains("interrupted"), "{}", s.text);
     assert_eq!(s.worker("w1")["conversation"], conversation.as_str());
-    let r = call(
+    agents_ok(
         &prime,
-        "agents",
         json!({ "action": "message", "to": ["w1"], "message": "READ a.txt" }),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let mut results = String::new();
     until(&prime, &mut results, |s| {
         s.state("w1") == "asleep" && s.worker("w1")["tokens"] == 2000
@@ -606,17 +597,11 @@ async fn a_real_agent_cli_hands_in_a_result_when_one_is_installed() {
     }
     let server = crate::support::http_server(cmd).await;
     let prime = server.client("core").await;
-    let r = call(
-        &prime,
-        "agents",
-        json!({
+    agents_ok(&prime, json!({
             "action": "spawn",
             "kind": kind,
             "tasks": ["Read word.txt with gantry's `read` tool and hand in the word it holds with `finish`."],
-        }),
-    )
-    .await;
-    assert!(!is_error(&r), "{}", text(&r));
+        })).await;
     let mut results = String::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
     loop {
@@ -652,13 +637,11 @@ async fn a_stdio_server_runs_workers_too() {
     );
     sb.write("a.txt", "over stdio\n");
     let prime = sb.stdio(&[]).await;
-    let r = call(
+    agents_ok(
         &prime,
-        "agents",
         json!({ "action": "spawn", "tasks": ["READ a.txt", "READ a.txt"] }),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let mut results = String::new();
     until(&prime, &mut results, |s| {
         s.state("w1") == "asleep" && s.state("w2") == "asleep"
@@ -685,13 +668,11 @@ async fn a_waiting_worker_starts_only_when_it_may_and_its_secret_stays_out_of_ar
     let go = sb.root().join("go");
     sb.write("a.txt", "bearer works\n");
     let (mut server, prime) = serve(&sb).await;
-    let r = call(
+    agents_ok(
         &prime,
-        "agents",
         json!({ "action": "spawn", "tasks": [format!("WAIT {}", go.display()), "READ a.txt"] }),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     // No command line of this run holds the secret (only the bare endpoint URL).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let workers = loop {
@@ -733,13 +714,7 @@ async fn a_waiting_worker_starts_only_when_it_may_and_its_secret_stays_out_of_ar
     })
     .await;
     drop(prime);
-    let pid = server.child.id().unwrap();
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let _ = tokio::time::timeout(Duration::from_secs(15), server.child.wait()).await;
+    stop(&mut server).await;
 
     // Restarted with exec off: w2 still waits, saying why; w1 was interrupted.
     configure_with(
@@ -760,17 +735,12 @@ async fn a_waiting_worker_starts_only_when_it_may_and_its_secret_stays_out_of_ar
         "{}",
         s.text
     );
-    let r = call(
+    agents_refused(
         &prime,
-        "agents",
         json!({ "action": "message", "to": ["w1"], "message": "x" }),
+        "needs the `exec` permission too",
     )
     .await;
-    assert!(
-        is_error(&r) && text(&r).contains("needs the `exec` permission too"),
-        "{}",
-        text(&r)
-    );
 
     // exec back on: the next status starts it, and it reaches gantry with its bearer token.
     configure_with(&sb, 1, 400_000, "--endpoint", "{mcp_endpoint}", "");
@@ -830,13 +800,11 @@ async fn a_turn_past_its_timeout_is_ended_and_frees_its_slot() {
         "# TURN_TIMEOUT_3S\n",
     );
     let (_server, prime) = serve(&sb).await;
-    let r = call(
+    agents_ok(
         &prime,
-        "agents",
         json!({ "action": "spawn", "tasks": ["WAIT /nonexistent/never", "TOKENS 5"] }),
     )
     .await;
-    assert!(!is_error(&r), "{}", text(&r));
     let mut results = String::new();
     let s = until(&prime, &mut results, |s| {
         s.state("w1") == "asleep" && s.state("w2") == "asleep"

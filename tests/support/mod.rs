@@ -29,6 +29,20 @@ pub fn current_thread_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// A multi-threaded tokio runtime with I/O and timers, as an HTTP client load runs on.
+pub fn multi_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The `p` quantile (0 to 1) of `sorted` durations, by the nearest rank.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
 /// The binary under test.
 pub fn gantry() -> &'static str {
     env!("CARGO_BIN_EXE_gantry")

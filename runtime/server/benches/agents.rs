@@ -51,20 +51,12 @@ async fn until_asleep(prime: &RunningService<RoleClient, ()>) {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = support::multi_thread_runtime();
     rt.block_on(async {
         let sb = Sandbox::new();
         let agent = support::workspace("tests/agents/fake_agent.py")
@@ -115,8 +107,8 @@ env = {{ FAKE_AGENT_STATE = "{state}" }}
         }
         turns.sort();
         floor.sort();
-        let (t50, f50) = (percentile(&turns, 0.5), percentile(&floor, 0.5));
-        let (t90, f90) = (percentile(&turns, 0.9), percentile(&floor, 0.9));
+        let (t50, f50) = (support::percentile(&turns, 0.5), support::percentile(&floor, 0.5));
+        let (t90, f90) = (support::percentile(&turns, 0.9), support::percentile(&floor, 0.9));
         println!("worker turn (message → asleep, {TURNS} turns, status every {} ms):", POLL.as_millis());
         println!("  p50 {:.1} ms   p90 {:.1} ms", ms(t50), ms(t90));
         println!("floor: the agent's interpreter and imports through exec_command, same server:");

@@ -46,19 +46,14 @@ async fn read(client: &RunningService<RoleClient, ()>) -> Result<Duration, Strin
     Ok(started.elapsed())
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 fn report(name: &str, mut lat: Vec<Duration>, errors: usize, wall: Duration) -> f64 {
     lat.sort();
     let rate = lat.len() as f64 / wall.as_secs_f64();
     println!(
         "{name:<44} calls {:>6}  errors {errors:>3}  p50 {:>8.2} ms  p99 {:>8.2} ms  {:>8.0} calls/s",
         lat.len(),
-        percentile(&lat, 0.50).as_secs_f64() * 1e3,
-        percentile(&lat, 0.99).as_secs_f64() * 1e3,
+        support::percentile(&lat, 0.50).as_secs_f64() * 1e3,
+        support::percentile(&lat, 0.99).as_secs_f64() * 1e3,
         rate
     );
     rate
@@ -66,10 +61,7 @@ fn report(name: &str, mut lat: Vec<Duration>, errors: usize, wall: Duration) -> 
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = support::multi_thread_runtime();
     rt.block_on(async {
         let sb = Sandbox::new();
         std::fs::write(

@@ -112,10 +112,7 @@ fn worst() -> Vec<Worst> {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = support::multi_thread_runtime();
     rt.block_on(async {
         let sb = Sandbox::new();
         sb.config("[permissions]\nexec = false\n");

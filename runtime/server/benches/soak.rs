@@ -150,10 +150,7 @@ fn main() {
         .ok()
         .and_then(|m| m.parse().ok())
         .unwrap_or(30);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = support::multi_thread_runtime();
     rt.block_on(async {
         let sb = Sandbox::new();
         sb.config("[permissions]\nexec = true\n");

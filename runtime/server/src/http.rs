@@ -256,7 +256,8 @@ struct Endpoints<S: Served> {
     body_kib: Semaphore,
 }
 
-fn bearer(request: &Request) -> Option<&str> {
+/// The token of an `Authorization: Bearer` header.
+pub(crate) fn bearer(request: &Request) -> Option<&str> {
     let value = request
         .headers()
         .get(http::header::AUTHORIZATION)?

@@ -63,6 +63,20 @@ pub trait Served: Send + Sync + 'static {
     fn learn_secrets(&self, _secrets: Vec<String>) {}
 }
 
+/// The permission snapshot calls are decided in, or the refusal of every call while the
+/// config or a policy file cannot be used.
+fn usable_facts(live: &crate::app::Live) -> Result<&authz::Facts, ToolError> {
+    live.facts.as_ref().ok_or_else(|| {
+        let why = live.broken.as_deref().unwrap_or("no permission snapshot");
+        ToolError::new(
+            tool_api::ErrorCode::PermissionDenied,
+            format!(
+                "the config file or a policy file cannot be used, so every call is refused until it is fixed: {why}"
+            ),
+        )
+    })
+}
+
 impl Served for App {
     fn tools(&self) -> &[ServedTool] {
         &self.tools
@@ -78,15 +92,7 @@ impl Served for App {
 
     fn call_context(&self, connector: &str) -> Result<CallContext, ToolError> {
         let live = self.live();
-        let Some(facts) = &live.facts else {
-            let why = live.broken.as_deref().unwrap_or("no permission snapshot");
-            return Err(ToolError::new(
-                tool_api::ErrorCode::PermissionDenied,
-                format!(
-                    "the config file or a policy file cannot be used, so every call is refused until it is fixed: {why}"
-                ),
-            ));
-        };
+        let facts = usable_facts(&live)?;
         let gate = authz::Gate::new(live.engine.clone(), connector, facts)?;
         Ok(CallContext::new(gate).with_config_file(&self.settings.config_path))
     }
@@ -97,15 +103,7 @@ impl Served for App {
         worker: &authz::WorkerId,
     ) -> Result<CallContext, ToolError> {
         let live = self.live();
-        let Some(facts) = &live.facts else {
-            let why = live.broken.as_deref().unwrap_or("no permission snapshot");
-            return Err(ToolError::new(
-                tool_api::ErrorCode::PermissionDenied,
-                format!(
-                    "the config file or a policy file cannot be used, so every call is refused until it is fixed: {why}"
-                ),
-            ));
-        };
+        let facts = usable_facts(&live)?;
         let gate = authz::Gate::for_worker(live.engine.clone(), connector, worker.clone(), facts)?;
         Ok(CallContext::new(gate).with_config_file(&self.settings.config_path))
     }

@@ -446,6 +446,20 @@ impl Registry {
         }
     }
 
+    /// The user's environment as commands get it now: the login snapshot (taken again when
+    /// stale), or a login shell when there is none.
+    async fn prepared(&self) -> Prepared {
+        match &self.snapshots {
+            Some(s) => {
+                let s = s.clone();
+                tokio::task::spawn_blocking(move || s.prepare())
+                    .await
+                    .unwrap_or_else(|e| Prepared::Login(format!("snapshot failed: {e}")))
+            }
+            None => Prepared::Login(String::new()),
+        }
+    }
+
     /// Starts `run` and collects its output for up to `yield_for`.
     pub async fn exec(
         &self,
@@ -459,15 +473,7 @@ impl Registry {
             Commands::One(c) => c.clone(),
             Commands::Batch(items) => items.join(" ; "),
         };
-        let prepared = match &self.snapshots {
-            Some(s) => {
-                let s = s.clone();
-                tokio::task::spawn_blocking(move || s.prepare())
-                    .await
-                    .unwrap_or_else(|e| Prepared::Login(format!("snapshot failed: {e}")))
-            }
-            None => Prepared::Login(String::new()),
-        };
+        let prepared = self.prepared().await;
         if let Prepared::Login(why) | Prepared::Plain(why) = &prepared
             && !why.is_empty()
         {
@@ -728,15 +734,7 @@ impl Registry {
                 "an argument holds a NUL byte",
             )));
         }
-        let prepared = match &self.snapshots {
-            Some(s) => {
-                let s = s.clone();
-                tokio::task::spawn_blocking(move || s.prepare())
-                    .await
-                    .unwrap_or_else(|e| Prepared::Login(format!("snapshot failed: {e}")))
-            }
-            None => Prepared::Login(String::new()),
-        };
+        let prepared = self.prepared().await;
         let invocation = match self.shell.kind {
             crate::shell::ShellKind::Posix => {
                 let script = crate::shell::command_line(argv);

@@ -126,18 +126,6 @@ impl Endpoint {
     }
 }
 
-fn bearer(request: &http::Request<Body>) -> Option<String> {
-    let value = request
-        .headers()
-        .get(http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim().to_string())
-}
-
 fn refuse(status: StatusCode, why: &str) -> Response {
     (status, why.to_string()).into_response()
 }
@@ -165,8 +153,8 @@ async fn route(
     let path = request.uri().path();
     let secret = match path.strip_prefix('/').and_then(|p| p.split_once('/')) {
         Some((secret, "mcp")) => secret.to_string(),
-        None if path == "/mcp" => match bearer(&request) {
-            Some(token) => token,
+        None if path == "/mcp" => match crate::http::bearer(&request) {
+            Some(token) => token.to_string(),
             None => return StatusCode::NOT_FOUND.into_response(),
         },
         _ => return StatusCode::NOT_FOUND.into_response(),

@@ -380,37 +380,27 @@ fn known_kinds() -> Vec<Kind> {
         );
         v
     };
+    let codex = |tail: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "codex",
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-c",
+            &codex_url,
+            "-c",
+            &codex_token,
+        ]
+        .map(String::from)
+        .to_vec();
+        v.extend(tail.iter().map(|w| (*w).to_string()));
+        v
+    };
     vec![
         Kind {
             name: "codex".into(),
-            start: [
-                "codex",
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "-c",
-                &codex_url,
-                "-c",
-                &codex_token,
-                "{prompt}",
-            ]
-            .map(String::from)
-            .to_vec(),
-            resume: [
-                "codex",
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "-c",
-                &codex_url,
-                "-c",
-                &codex_token,
-                "resume",
-                "{conversation}",
-                "{prompt}",
-            ]
-            .map(String::from)
-            .to_vec(),
+            start: codex(&["{prompt}"]),
+            resume: codex(&["resume", "{conversation}", "{prompt}"]),
             conversation: r#""thread_id"\s*:\s*"([^"]+)""#.into(),
             tokens: vec![
                 r#""input_tokens"\s*:\s*(\d+)"#.into(),

@@ -62,6 +62,15 @@ pub struct WorkerView {
     pub tokens: Option<u64>,
 }
 
+/// Worker `worker` of run `run`, when that run is the board's.
+fn worker_mut<'a>(board: &'a mut Board, run: &str, worker: &str) -> Option<&'a mut Worker> {
+    board
+        .run
+        .as_mut()
+        .filter(|r| r.id == run)
+        .and_then(|r| r.workers.iter_mut().find(|w| w.id == worker))
+}
+
 /// What only a working worker has: its program and the secret of its endpoint.
 struct Live {
     /// The run the turn belongs to.
@@ -536,12 +545,7 @@ impl Agents {
                     // Stopping: it waits again, for the next start of the server.
                     let _ = e;
                     let mut board = self.board();
-                    if let Some(w) = board
-                        .run
-                        .as_mut()
-                        .filter(|r| r.id == run)
-                        .and_then(|r| r.workers.iter_mut().find(|w| w.id == worker))
-                    {
+                    if let Some(w) = worker_mut(&mut board, &run, &worker) {
                         w.state = State::Waiting;
                     }
                     self.save(&board);
@@ -846,12 +850,7 @@ impl Agents {
             if named.is_some() && named != conversation {
                 conversation = named;
                 let mut board = self.board();
-                if let Some(w) = board
-                    .run
-                    .as_mut()
-                    .filter(|r| r.id == run)
-                    .and_then(|r| r.workers.iter_mut().find(|w| w.id == worker))
-                {
+                if let Some(w) = worker_mut(&mut board, &run, &worker) {
                     w.conversation = conversation.clone();
                 }
                 self.save(&board);
@@ -927,12 +926,7 @@ impl Agents {
             let _ = std::fs::remove_file(p);
         }
         let ceiling = self.config.ceiling_tokens;
-        let Some(w) = board
-            .run
-            .as_mut()
-            .filter(|r| r.id == run)
-            .and_then(|r| r.workers.iter_mut().find(|w| w.id == worker))
-        else {
+        let Some(w) = worker_mut(&mut board, run, worker) else {
             return;
         };
         if let Some(c) = &readings.conversation {
