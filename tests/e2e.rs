@@ -590,3 +590,66 @@ fn a_default_root_that_is_the_disk_or_the_home_directory_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Under `[disclosure] core = "progressive"`, a stdio connection lists Core's first tools
+/// until a call succeeds; then every tool is listed and the client is told so. A failed call
+/// changes nothing, and an unlisted tool could be called all along (disclosure, not a gate).
+#[tokio::test]
+async fn progressive_disclosure_adds_the_rest_after_the_first_success() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Clone, Default)]
+    struct Watcher(std::sync::Arc<AtomicUsize>);
+    impl rmcp::ClientHandler for Watcher {
+        async fn on_tool_list_changed(
+            &self,
+            _cx: rmcp::service::NotificationContext<rmcp::RoleClient>,
+        ) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    let sb = Sandbox::new();
+    sb.write("a.txt", "x\n");
+    sb.config("[disclosure]\ncore = \"progressive\"\n");
+    let watcher = Watcher::default();
+    let cmd = sb.serve(std::path::Path::new(crate::support::gantry()), &["--stdio"]);
+    let client = rmcp::ServiceExt::serve(
+        watcher.clone(),
+        rmcp::transport::TokioChildProcess::new(cmd).unwrap(),
+    )
+    .await
+    .unwrap();
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.iter().map(|t| t.name.to_string()).collect()
+    };
+    // `find` is among the first tools but unlisted while `exec` is on.
+    assert_eq!(
+        names(client.list_all_tools().await.unwrap()),
+        ["read", "exec_command"]
+    );
+    let failed = call(&client, "read", json!({ "paths": ["missing.txt"] })).await;
+    assert!(is_error(&failed));
+    assert_eq!(names(client.list_all_tools().await.unwrap()).len(), 2);
+    assert_eq!(watcher.0.load(Ordering::SeqCst), 0);
+    let ok = call(&client, "read", json!({ "paths": ["a.txt"] })).await;
+    assert!(!is_error(&ok), "{}", text(&ok));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while watcher.0.load(Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no tools/list_changed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let all = names(client.list_all_tools().await.unwrap());
+    assert!(
+        all.len() > 2 && all.contains(&"apply_patch".to_string()),
+        "{all:?}"
+    );
+    // Told once.
+    call(&client, "read", json!({ "paths": ["a.txt"] })).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(watcher.0.load(Ordering::SeqCst), 1);
+    client.cancel().await.unwrap();
+}

@@ -105,6 +105,42 @@ fn every_connector_stays_within_its_discovery_budget() {
     }
 }
 
+/// Progressive disclosure's first request against the full one, per connector, everything on
+/// (what a fresh config lists where every permission can be had): the bytes the first
+/// tools/list of a stdio connection saves.
+#[test]
+fn a_progressive_first_listing_is_smaller_than_the_full_one() {
+    let state = PermissionState::new(Platform::Windows, false, all_on());
+    for c in generated::CONNECTORS {
+        let full = listing(c.name, &state);
+        let mut first = full.clone();
+        first
+            .tools
+            .retain(|t| c.first_tools.contains(&t.name.as_ref()));
+        let (full_bytes, first_bytes) = (
+            serde_json::to_vec(&full).unwrap().len(),
+            serde_json::to_vec(&first).unwrap().len(),
+        );
+        assert!(
+            !first.tools.is_empty(),
+            "{}: no first tool is listed",
+            c.name
+        );
+        assert!(first_bytes < full_bytes, "{}", c.name);
+        eprintln!(
+            "{}: first tools/list {first_bytes} bytes ({}), full {full_bytes} bytes: {:.1}% less",
+            c.name,
+            first
+                .tools
+                .iter()
+                .map(|t| t.name.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            100.0 * (1.0 - first_bytes as f64 / full_bytes as f64)
+        );
+    }
+}
+
 /// Drops what schemars adds that carries no constraint (`$schema`, titles, integer formats)
 /// and its spelling of optional values (`type: [T, "null"]`).
 fn normalize(v: &mut Value) {

@@ -264,8 +264,8 @@ impl HttpServer {
 }
 
 /// Calls a tool with JSON arguments.
-pub async fn call(
-    client: &RunningService<RoleClient, ()>,
+pub async fn call<H: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, H>,
     name: &str,
     args: serde_json::Value,
 ) -> CallToolResult {

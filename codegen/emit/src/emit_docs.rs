@@ -232,7 +232,13 @@ pub fn tools_md(surface: &Surface) -> String {
     for c in &surface.connectors {
         let tools = surface
             .tools_of(&c.name)
-            .map(|t| format!("`{}`", t.name))
+            .map(|t| {
+                if c.first_tools.contains(&t.name) {
+                    format!("`{}`*", t.name)
+                } else {
+                    format!("`{}`", t.name)
+                }
+            })
             .collect::<Vec<_>>()
             .join(", ");
         let _ = writeln!(
@@ -244,6 +250,13 @@ pub fn tools_md(surface: &Surface) -> String {
             tools,
             c.discovery_budget,
             cell(&c.description)
+        );
+    }
+    if surface.connectors.iter().any(|c| !c.first_tools.is_empty()) {
+        let _ = writeln!(w);
+        let _ = writeln!(
+            w,
+            "`*`: the first tools a stdio connection set to progressive disclosure lists; the others are added after its first successful call."
         );
     }
     let _ = writeln!(w);

@@ -753,6 +753,7 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
             (&c.name, &c.title, &c.description, &c.instructions);
         let budget = proc_macro2::Literal::usize_unsuffixed(c.discovery_budget);
         let workers = c.workers;
+        let first_tools = &c.first_tools;
         let platforms = c.platforms.iter().map(|p| platform_tokens(*p));
         quote! {
             tool_api::ConnectorSpec {
@@ -763,6 +764,7 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
                 platforms: &[#(#platforms),*],
                 discovery_budget: #budget,
                 workers: #workers,
+                first_tools: &[#(#first_tools),*],
             },
         }
     });

@@ -77,6 +77,9 @@ pub struct Connector {
     /// Worker agents started through it call its tools too, as `Worker` principals (each a
     /// child of its `Run`, which is a child of the connector).
     pub workers: bool,
+    /// The tools a connection set to progressive disclosure lists until its first successful
+    /// call (empty: it always lists every tool).
+    pub first_tools: Vec<String>,
 }
 
 /// A Cedar resource type and its attributes.
@@ -421,6 +424,8 @@ mod raw {
         pub discovery_budget: usize,
         #[serde(default)]
         pub workers: bool,
+        #[serde(default)]
+        pub first_tools: Vec<Spanned<String>>,
     }
 
     #[derive(Deserialize)]
@@ -660,11 +665,17 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         })
         .collect::<Vec<_>>();
 
+    let mut first_tools: Vec<(String, Spanned<String>)> = Vec::new();
     let connectors = raw
         .connectors
         .into_iter()
         .map(|(name, c)| {
             let description = named_item(ck, &name, c.description, "connector");
+            first_tools.extend(
+                c.first_tools
+                    .iter()
+                    .map(|t| (name.get_ref().clone(), t.clone())),
+            );
             Connector {
                 name: name.into_inner(),
                 title: c.title,
@@ -673,6 +684,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 platforms: c.platforms,
                 discovery_budget: c.discovery_budget,
                 workers: c.workers,
+                first_tools: c.first_tools.into_iter().map(Spanned::into_inner).collect(),
             }
         })
         .collect::<Vec<_>>();
@@ -1051,6 +1063,22 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                     .into(),
             ),
         );
+    }
+
+    for (connector, tool) in &first_tools {
+        if !tools
+            .iter()
+            .any(|t| t.name == *tool.get_ref() && t.connector == *connector)
+        {
+            ck.error(
+                tool.span(),
+                format!(
+                    "first_tools of connector `{connector}` names `{}`, which is not one of its tools",
+                    tool.get_ref()
+                ),
+                None,
+            );
+        }
     }
 
     Surface {

@@ -293,3 +293,16 @@ fn names_that_cannot_become_rust_are_refused_with_their_place() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn first_tools_must_be_the_connectors_own() {
+    let text = SURFACE.replacen("first_tools = [\"observe\"]", "first_tools = [\"read\"]", 1);
+    assert_ne!(text, SURFACE);
+    let errs = errors(&text);
+    assert!(
+        errs.iter().any(|e| e.contains(
+            "first_tools of connector `desktop` names `read`, which is not one of its tools"
+        )),
+        "{errs:?}"
+    );
+}

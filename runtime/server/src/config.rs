@@ -63,6 +63,9 @@ struct ConfigFile {
     session: Option<SessionSection>,
     desktop: Option<DesktopSection>,
     agents: Option<crate::agents::AgentsSection>,
+    /// Per connector: `"all"` (default) or `"progressive"`.
+    #[serde(default)]
+    disclosure: BTreeMap<String, String>,
     #[serde(default)]
     permissions: BTreeMap<toml::Spanned<String>, bool>,
 }
@@ -159,6 +162,8 @@ pub struct Settings {
     pub desktop_yield_to_user: bool,
     /// Worker agents: slots, ceiling, kinds.
     pub agents: crate::agents::AgentsConfig,
+    /// Connectors whose stdio connections start with their first tools only.
+    pub progressive: Vec<String>,
 }
 
 fn home() -> Option<PathBuf> {
@@ -498,6 +503,30 @@ impl Settings {
                 false
             }
         };
+        let mut progressive = Vec::new();
+        for (connector, how) in &file.disclosure {
+            if !generated::CONNECTORS.iter().any(|c| c.name == connector) {
+                errors.push(ConfigError::Setting {
+                    what: format!("{shown}: [disclosure] {connector}"),
+                    reason: format!(
+                        "not a connector ({})",
+                        generated::CONNECTORS
+                            .iter()
+                            .map(|c| c.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+            match how.as_str() {
+                "all" => {}
+                "progressive" => progressive.push(connector.clone()),
+                other => errors.push(ConfigError::Setting {
+                    what: format!("{shown}: [disclosure] {connector}"),
+                    reason: format!("`{other}` is not \"all\" or \"progressive\""),
+                }),
+            }
+        }
         let agents = match crate::agents::resolve(file.agents, &config_dir) {
             Ok(a) => a,
             Err(problems) => {
@@ -543,6 +572,7 @@ impl Settings {
                 .and_then(|d| d.yield_to_user)
                 .unwrap_or(true),
             agents,
+            progressive,
         })
     }
 }

@@ -61,6 +61,10 @@ pub trait Served: Send + Sync + 'static {
     fn record(&self, _call: &recordings::Call<'_>) {}
     /// Secrets (connector tokens) that must never be recorded or shown.
     fn learn_secrets(&self, _secrets: Vec<String>) {}
+    /// Whether a stdio connection to `connector` starts with its first tools only.
+    fn progressive(&self, _connector: &str) -> bool {
+        false
+    }
 }
 
 /// The permission snapshot calls are decided in, or the refusal of every call while the
@@ -133,6 +137,10 @@ impl Served for App {
     fn learn_secrets(&self, secrets: Vec<String>) {
         self.recorder.add_secrets(secrets);
     }
+
+    fn progressive(&self, connector: &str) -> bool {
+        self.settings.progressive.iter().any(|c| c == connector)
+    }
 }
 
 /// The MCP server of one connector. Cheap to clone: the HTTP transport makes one per request.
@@ -144,6 +152,9 @@ pub struct ConnectorServer<S: Served = App> {
     connection: Option<Arc<str>>,
     /// The worker agent this server answers, on the endpoint only that worker was given.
     worker: Option<Arc<authz::WorkerId>>,
+    /// Set for a connection under progressive disclosure: whether its first successful call
+    /// has added the rest of the tools yet.
+    disclosed: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl<S: Served> Clone for ConnectorServer<S> {
@@ -153,6 +164,7 @@ impl<S: Served> Clone for ConnectorServer<S> {
             connector: self.connector,
             connection: self.connection.clone(),
             worker: self.worker.clone(),
+            disclosed: self.disclosed.clone(),
         }
     }
 }
@@ -165,6 +177,7 @@ impl<S: Served> ConnectorServer<S> {
             connector,
             connection: None,
             worker: None,
+            disclosed: None,
         }
     }
 
@@ -180,26 +193,37 @@ impl<S: Served> ConnectorServer<S> {
             connector,
             connection: Some(format!("worker {}/{}", worker.run, worker.worker).into()),
             worker: Some(Arc::new(worker)),
+            disclosed: None,
         }
     }
 
     /// The server of `connector` for one connection named `name`.
+    /// Under progressive disclosure for `connector` (a connection lives long enough to be
+    /// told of a change), it lists the connector's first tools until a call succeeds.
     pub fn for_connection(app: Arc<S>, connector: &'static ConnectorSpec, name: String) -> Self {
+        let disclosed = (app.progressive(connector.name) && !connector.first_tools.is_empty())
+            .then(|| Arc::new(std::sync::atomic::AtomicBool::new(false)));
         Self {
             app,
             connector,
             connection: Some(name.into()),
             worker: None,
+            disclosed,
         }
     }
 
-    /// The tools this connector lists right now.
+    /// The tools this connector lists right now (to this connection).
     pub fn listed(&self) -> Vec<Tool> {
         let published = self.app.published(self.connector.name);
+        let only_first = self
+            .disclosed
+            .as_ref()
+            .is_some_and(|d| !d.load(std::sync::atomic::Ordering::SeqCst));
         self.app
             .tools()
             .iter()
             .filter(|t| published.contains(&t.spec.name))
+            .filter(|t| !only_first || self.connector.first_tools.contains(&t.spec.name))
             .map(|t| t.tool.clone())
             .collect()
     }
@@ -341,7 +365,15 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
     }
 
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = if self.disclosed.is_some() {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build()
+        } else {
+            ServerCapabilities::builder().enable_tools().build()
+        };
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("gantry", env!("CARGO_PKG_VERSION")))
             .with_instructions(self.connector.instructions)
     }
@@ -418,6 +450,20 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
         });
         let code = code.to_string();
         let result = to_result(outcome);
+        // Disclosure, not a gate: any tool could be called all along; the first success
+        // adds the rest to the list, and the client is told to list again.
+        if result.is_error != Some(true)
+            && let Some(d) = &self.disclosed
+            && !d.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            tracing::info!(
+                connector = self.connector.name,
+                "first call succeeded: every tool is listed now"
+            );
+            if let Err(e) = cx.peer.notify_tool_list_changed().await {
+                tracing::debug!(error = %e, "the client was not told that the tools changed");
+            }
+        }
         if recording {
             let text = result
                 .content

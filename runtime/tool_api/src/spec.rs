@@ -56,6 +56,8 @@ pub struct ConnectorSpec {
     pub discovery_budget: usize,
     /// Worker agents started through it call its tools too, each on its own endpoint.
     pub workers: bool,
+    /// What a connection set to progressive disclosure lists until its first successful call.
+    pub first_tools: &'static [&'static str],
 }
 
 /// A separately authorized operation of a tool.
