@@ -285,6 +285,13 @@ async fn gantry_admin_prints_the_page_of_the_running_server_and_only_while_it_ru
     assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{page}\n"));
     // The page listens on loopback only, whatever --host says.
     assert!(page.starts_with("http://127.0.0.1:"), "{page}");
+    // Its setups name the port the server listens on, not the 0 it was started with.
+    let html = reqwest::get(&page).await.unwrap().text().await.unwrap();
+    assert!(!html.contains("127.0.0.1:0"), "a setup names port 0");
+    assert!(
+        html.contains(&format!("tunnel --url {}", server.base())),
+        "no tunnel setup with the real port"
+    );
     server.child.kill().await.unwrap();
     let out = admin();
     assert!(!out.status.success());

@@ -44,13 +44,40 @@ pub fn answers(url: &str) -> bool {
     else {
         return false;
     };
-    authority
+    let Some(addr) = authority
         .parse::<SocketAddr>()
         .ok()
         .filter(|a| a.ip().is_loopback())
-        .is_some_and(|a| {
-            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_millis(500)).is_ok()
-        })
+    else {
+        return false;
+    };
+    // A real request for the page's stylesheet, answered 200 only by the page whose secret
+    // the URL holds (a bare connect would count any program on that port, and would be gone
+    // before the page could see who opened it).
+    let path = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.find('/').map(|i| &rest[i..]))
+        .unwrap_or("/");
+    let asked = || -> std::io::Result<bool> {
+        use std::io::{Read as _, Write as _};
+        let timeout = std::time::Duration::from_millis(1500);
+        let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        write!(
+            stream,
+            "GET {}style.css HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n",
+            if path.ends_with('/') {
+                path.to_string()
+            } else {
+                format!("{path}/")
+            }
+        )?;
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head)?;
+        Ok(head.starts_with(b"HTTP/1.1 200"))
+    };
+    asked().unwrap_or(false)
 }
 
 /// What the page needs from the running server.
@@ -480,6 +507,11 @@ impl Control {
         let live = self.app.live();
         let tokens = self.tokens.get();
         let exe = std::env::current_exe().unwrap_or_else(|_| "gantry".into());
+        // The setups name the port the server really listens on (`--port 0` picks one).
+        let settings = crate::config::Settings {
+            port: self.mcp.port(),
+            ..self.app.settings.clone()
+        };
         let connectors: Vec<page::Connector> = self
             .connectors
             .iter()
@@ -490,7 +522,7 @@ impl Control {
                     .map(|(label, client)| {
                         let (text, _) = crate::client_setup::render(
                             *client,
-                            &self.app.settings,
+                            &settings,
                             self.app.run_args(),
                             c.name,
                             &exe,
