@@ -249,8 +249,12 @@ impl LiveTokens {
         };
         match Tokens::load_or_create(&self.dir, &self.connectors) {
             Ok(t) => {
+                // Said only when a token this server uses changed (another command may have
+                // rewritten the file, adding one for a connector not served here).
+                if t.by_connector != guard.1.by_connector {
+                    tracing::info!("connector tokens reloaded");
+                }
                 *guard = (now, t);
-                tracing::info!("connector tokens reloaded");
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot reload the connector tokens; keeping the previous ones")
