@@ -247,11 +247,14 @@ async fn http_serves_core_statelessly_with_the_same_surface() {
     let sb = Sandbox::new();
     sb.write("a.txt", "over http\n");
     let server = sb.http(&[]).await;
-    // The desktop connector too, where there is a display to drive.
-    let mut want = vec!["core"];
-    if std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty()) {
-        want.push("desktop");
-    }
+    // Every connector, the desktop one only where there is a display to drive.
+    let display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
+    let mut want: Vec<&str> = generated::CONNECTORS
+        .iter()
+        .map(|c| c.name)
+        .filter(|n| display || *n != generated::desktop::NAME)
+        .collect();
+    want.sort_unstable();
     let mut served: Vec<&str> = server.urls.keys().map(String::as_str).collect();
     served.sort_unstable();
     assert_eq!(served, want);

@@ -36,3 +36,12 @@ mod sessions;
 mod shell_env;
 mod surface;
 mod tunnel;
+// Reads /proc to prove process trees end.
+#[cfg(target_os = "linux")]
+mod zodex;
+// Makes symbolic links.
+#[cfg(unix)]
+mod file_batch;
+// Upstreams started with `sh` and `sleep`.
+#[cfg(unix)]
+mod gateway;

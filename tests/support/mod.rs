@@ -372,6 +372,8 @@ pub fn declared_fresh_linux_tools(connector: &str) -> Vec<String> {
         .filter(|t| t.requires.iter().all(|p| on(p)))
         .filter(|t| t.operations.is_empty() || t.operations.iter().any(|o| on(&o.requires)))
         .filter(|t| !t.unpublished_when.iter().any(|p| on(p)))
+        // Stands for the upstream tools; never listed itself.
+        .filter(|t| !t.upstream)
         .map(|t| t.name.clone())
         .collect()
 }

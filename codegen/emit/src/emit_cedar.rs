@@ -134,7 +134,15 @@ pub fn schema(surface: &Surface) -> String {
     }
     for t in &surface.tools {
         let _ = writeln!(w);
-        let _ = writeln!(w, "// Tool `{}` ({}).", t.name, t.title);
+        if t.name == t.id {
+            let _ = writeln!(w, "// Tool `{}` ({}).", t.name, t.title);
+        } else {
+            let _ = writeln!(
+                w,
+                "// Tool `{}` of connector `{}` ({}).",
+                t.name, t.connector, t.title
+            );
+        }
         let mut groups = vec![connector_group(&t.connector)];
         groups.extend(t.requires.iter().map(|p| permission_group(p)));
         let mut resources = vec!["Host".to_string()];
@@ -148,7 +156,7 @@ pub fn schema(surface: &Surface) -> String {
         } else {
             &["Connector"]
         };
-        action(w, &t.name, &groups, principals, &resources);
+        action(w, &t.id, &groups, principals, &resources);
         for op in &t.operations {
             let groups = vec![
                 connector_group(&t.connector),
@@ -158,7 +166,7 @@ pub fn schema(surface: &Surface) -> String {
             // clipboard, a wait), so it applies wherever its tool does.
             action(
                 w,
-                &operation_action(&t.name, &op.name),
+                &operation_action(&t.id, &op.name),
                 &groups,
                 principals,
                 &resources,

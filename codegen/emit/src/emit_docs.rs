@@ -94,6 +94,15 @@ fn tool_section(w: &mut String, t: &Tool) {
     }
     let _ = writeln!(w, "**{}.** {}", t.title, t.description.replace('\n', " "));
     let _ = writeln!(w);
+    if t.upstream {
+        let _ = writeln!(
+            w,
+            "> **Never listed itself.** The connector lists the tools of the upstream MCP servers the \
+             config names in its place, with their own schemas; a call of one is allowed by this \
+             tool's action on `Host`, then decided on its `Upstream` resource."
+        );
+        let _ = writeln!(w);
+    }
     let needs = if t.requires.is_empty() {
         "none for the call itself; see operations".to_string()
     } else {
@@ -124,12 +133,7 @@ fn tool_section(w: &mut String, t: &Tool) {
     );
     let mut resources = vec!["Host".to_string()];
     resources.extend(t.targets.iter().cloned());
-    let _ = writeln!(
-        w,
-        "- Cedar: action `{}` on {}",
-        t.name,
-        resources.join(", ")
-    );
+    let _ = writeln!(w, "- Cedar: action `{}` on {}", t.id, resources.join(", "));
     let _ = writeln!(w, "- Platforms: {}", platforms(&t.platforms));
     if !t.limits.is_empty() {
         let limits = t
@@ -174,7 +178,7 @@ fn tool_section(w: &mut String, t: &Tool) {
                 w,
                 "| `{}` | `{}` | `{}` | {} |",
                 op.name,
-                operation_action(&t.name, &op.name),
+                operation_action(&t.id, &op.name),
                 op.requires,
                 cell(&op.description)
             );

@@ -449,7 +449,7 @@ fn resources_mod(surface: &Surface) -> TokenStream {
 }
 
 fn tool_ident(t: &Tool) -> Ident {
-    format_ident!("{}", t.name.to_pascal_case())
+    format_ident!("{}", t.rust_name().to_pascal_case())
 }
 
 /// The module of one connector.
@@ -463,12 +463,16 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
     let mut action_consts = Vec::new();
     let mut limit_mods = Vec::new();
     for t in &tools {
-        let cname = format_ident!("{}", t.name.to_shouty_snake_case());
-        let name = &t.name;
-        let d = format!("Cedar action of tool `{name}`.");
-        action_consts.push(quote!(#[doc = #d] pub const #cname: tool_api::ActionId = tool_api::ActionId::new(#name);));
+        let cname = format_ident!("{}", t.rust_name().to_shouty_snake_case());
+        let (name, id) = (&t.name, &t.id);
+        let d = if name == id {
+            format!("Cedar action of tool `{name}`.")
+        } else {
+            format!("Cedar action of tool `{name}`: `Action::\"{id}\"`.")
+        };
+        action_consts.push(quote!(#[doc = #d] pub const #cname: tool_api::ActionId = tool_api::ActionId::new(#id);));
         if !t.limits.is_empty() {
-            let m = ident(&t.name);
+            let m = ident(&t.rust_name());
             let consts = t.limits.iter().map(|(k, v)| {
                 let c = format_ident!("{}", k.to_shouty_snake_case());
                 let d = format!("`{k}` = {v} (surface.toml).");
@@ -521,7 +525,7 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
             });
             let action_arms = t.operations.iter().map(|op| {
                 let id = pascal(&op.name);
-                let a = operation_action(&t.name, &op.name);
+                let a = operation_action(&t.id, &op.name);
                 quote!(Self::#id => tool_api::ActionId::new(#a),)
             });
             let perm_arms = t.operations.iter().map(|op| {
@@ -578,7 +582,18 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
 
     let trait_name = format_ident!("{}Handlers", connector.to_pascal_case());
     let methods = tools.iter().filter(|t| t.status == Status::Ready).map(|t| {
-        let m = ident(&t.name);
+        let m = ident(&t.rust_name());
+        if t.upstream {
+            let d = format!(
+                "Handles a call of upstream tool `name` (any name this connector does not declare), once `{}` allowed it; authorizes the upstream tool itself.",
+                t.name
+            );
+            return quote! {
+                #[doc = #d]
+                fn #m(&self, name: &str, arguments: tool_api::JsonObject, cx: &tool_api::CallContext)
+                    -> impl std::future::Future<Output = Result<tool_api::Encoded, tool_api::ToolError>> + Send;
+            };
+        }
         let base = tool_ident(t);
         let args = format_ident!("{}Args", base);
         let output = match (&t.output_type, t.output.is_empty()) {
@@ -599,14 +614,14 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
                 -> impl std::future::Future<Output = Result<tool_api::Reply<#output>, tool_api::ToolError>> + Send;
         }
     });
-    let arms = tools.iter().map(|t| {
+    let arms = tools.iter().filter(|t| !t.upstream).map(|t| {
         let name = &t.name;
         let base = tool_ident(t);
         let args = format_ident!("{}Args", base);
-        let action = format_ident!("{}", t.name.to_shouty_snake_case());
+        let action = format_ident!("{}", t.rust_name().to_shouty_snake_case());
         match t.status {
             Status::Ready => {
-                let m = ident(&t.name);
+                let m = ident(&t.rust_name());
                 let encode = match (t.output.is_empty(), t.reply) {
                     (true, _) => quote!(tool_api::encode_unstructured),
                     (false, surface::ReplyShape::Text) => quote!(tool_api::encode_text),
@@ -629,16 +644,30 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
             },
         }
     });
-    let schema_arms = tools.iter().map(|t| {
+    let schema_arms = tools.iter().filter(|t| !t.upstream).map(|t| {
         let name = &t.name;
         let args = format_ident!("{}Args", tool_ident(t));
         quote!(#name => Some(generator().into_root_schema_for::<#args>()),)
     });
-    let decode_arms = tools.iter().map(|t| {
+    let decode_arms = tools.iter().filter(|t| !t.upstream).map(|t| {
         let name = &t.name;
         let args = format_ident!("{}Args", tool_ident(t));
         quote!(#name => Some(tool_api::decode::<#args>(arguments).map(drop)),)
     });
+    let fallback = match tools
+        .iter()
+        .find(|t| t.upstream && t.status == Status::Ready)
+    {
+        Some(t) => {
+            let m = ident(&t.rust_name());
+            let action = format_ident!("{}", t.rust_name().to_shouty_snake_case());
+            quote! {{
+                cx.authorize(actions::#action, &tool_api::Host, ())?;
+                handlers.#m(name, arguments, cx).await
+            }}
+        }
+        None => quote!(Err(tool_api::ToolError::unknown_tool(name))),
+    };
     let trait_doc = format!(
         "The handlers of connector `{connector}` ({}): one method per ready tool, so a missing handler \
          does not compile. Planned tools answer `NOT_IMPLEMENTED` from [`dispatch`].",
@@ -680,6 +709,8 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
 
         /// What schemars derives from a tool's argument type. A test holds it equal to the
         /// published input schema, so the served schema and the decoder agree.
+        // A connector whose only tool stands for upstream tools has no arm of its own.
+        #[allow(unused_variables, clippy::match_single_binding)]
         pub fn derived_input_schema(name: &str) -> Option<schemars::Schema> {
             let generator = || {
                 schemars::generate::SchemaSettings::draft2020_12()
@@ -694,7 +725,7 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
 
         /// Decodes and validates `arguments` of tool `name` and nothing else (no policy, no
         /// handler): what the fuzzers hold to clean errors. `None` for a tool not published here.
-        #[allow(unused_variables)]
+        #[allow(unused_variables, clippy::match_single_binding)]
         pub fn decode_arguments(
             name: &str,
             arguments: tool_api::JsonObject,
@@ -708,6 +739,7 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
         /// Decodes and validates `arguments`, authorizes the call against the live snapshot in
         /// `cx`, and runs the handler: the only path from a tool name to a handler.
         #allow_unused
+        #[allow(clippy::match_single_binding)]
         pub async fn dispatch<H: #trait_name>(
             handlers: &H,
             cx: &tool_api::CallContext,
@@ -716,7 +748,7 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
         ) -> Result<tool_api::Encoded, tool_api::ToolError> {
             match name {
                 #(#arms)*
-                _ => Err(tool_api::ToolError::unknown_tool(name)),
+                _ => #fallback,
             }
         }
         }
@@ -769,12 +801,13 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
         }
     });
     let tools = surface.tools.iter().map(|t| {
-        let (name, connector, title, description) = (&t.name, &t.connector, &t.title, &t.description);
+        let (tool_id, name, connector, title, description) = (&t.id, &t.name, &t.connector, &t.title, &t.description);
+        let upstream = t.upstream;
         let requires = &t.requires;
         let unpublished = &t.unpublished_when;
         let ops = t.operations.iter().map(|op| {
             let (n, r, d) = (&op.name, &op.requires, &op.description);
-            let a = operation_action(&t.name, &op.name);
+            let a = operation_action(&t.id, &op.name);
             quote!(tool_api::OperationSpec { name: #n, action: #a, requires: #r, description: #d },)
         });
         let status = match t.status {
@@ -788,15 +821,17 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
             let v = v.to_string();
             quote!((#k, #v),)
         });
-        let input = format!("/schemas/{}.input.json", t.name);
+        let input = format!("/schemas/{}.input.json", t.id);
         let output = if t.output.is_empty() || t.reply == surface::ReplyShape::Text {
             quote!(None)
         } else {
-            let o = format!("/schemas/{}.output.json", t.name);
+            let o = format!("/schemas/{}.output.json", t.id);
             quote!(Some(include_str!(concat!(env!("OUT_DIR"), #o))))
         };
         quote! {
             tool_api::ToolSpec {
+                upstream: #upstream,
+                id: #tool_id,
                 name: #name,
                 connector: #connector,
                 title: #title,

@@ -40,12 +40,12 @@ pub fn generate_from(surface: &surface::Surface) -> Result<Files, String> {
     files.insert("surface.rs".into(), crate::emit_rust::surface_rs(surface)?);
     for t in &surface.tools {
         files.insert(
-            format!("schemas/{}.input.json", t.name),
+            format!("schemas/{}.input.json", t.id),
             crate::emit_schema::to_file(&crate::emit_schema::input_schema(surface, t)),
         );
         if let Some(out) = crate::emit_schema::output_schema(surface, t) {
             files.insert(
-                format!("schemas/{}.output.json", t.name),
+                format!("schemas/{}.output.json", t.id),
                 crate::emit_schema::to_file(&out),
             );
         }

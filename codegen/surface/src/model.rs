@@ -319,7 +319,10 @@ fn quote_limits(text: &str, limits: &[(String, Limit)]) -> Result<String, String
 /// A tool, as the model sees it and as Cedar decides it.
 #[derive(Debug, Clone)]
 pub struct Tool {
-    /// snake_case name: MCP name, Cedar action, handler method and schema file stem.
+    /// Its key in surface.toml, unique across connectors: Cedar action and schema file stem.
+    pub id: String,
+    /// The name its connector publishes (the id unless `name` says otherwise), unique within
+    /// the connector. Its Rust form ([`Tool::rust_name`]) names the handler method.
     pub name: String,
     /// The connector that publishes it.
     pub connector: String,
@@ -355,9 +358,17 @@ pub struct Tool {
     pub at_least_one_of: Vec<Vec<String>>,
     /// Separately authorized operations.
     pub operations: Vec<Operation>,
+    /// Stands for the tools of upstream MCP servers: never listed itself, every call of a
+    /// name its connector does not declare comes to its handler, decided by its action.
+    pub upstream: bool,
 }
 
 impl Tool {
+    /// The published name as a Rust identifier stem: `.` and `-` become `_`.
+    pub fn rust_name(&self) -> String {
+        rust_stem(&self.name)
+    }
+
     /// Every permission the tool can need: its own and its operations'.
     pub fn all_permissions(&self) -> Vec<&str> {
         let mut out: Vec<&str> = self.requires.iter().map(String::as_str).collect();
@@ -481,6 +492,7 @@ mod raw {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct RawTool {
+        pub name: Option<Spanned<String>>,
         pub connector: Spanned<String>,
         pub title: String,
         pub description: Option<Spanned<String>>,
@@ -507,6 +519,8 @@ mod raw {
         pub at_least_one_of: Vec<Vec<Spanned<String>>>,
         #[serde(default)]
         pub operations: IndexMap<Spanned<String>, RawOperation>,
+        #[serde(default)]
+        pub upstream: bool,
     }
 
     #[derive(Deserialize)]
@@ -576,6 +590,28 @@ fn tool_name_ok(name: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         && name.starts_with(|c: char| c.is_ascii_lowercase())
+}
+
+/// A published name: what MCP clients accept (`[A-Za-z0-9_.-]`, at most 64), starting with a
+/// letter so its Rust form is an identifier.
+fn published_name_ok(name: &str) -> bool {
+    name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+fn rust_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c == '.' || c == '-' {
+                '_'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .collect()
 }
 
 fn pascal_ok(name: &str) -> bool {
@@ -776,42 +812,63 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
     check_type_cycles(ck, &types);
 
     let mut tools = Vec::new();
-    let mut seen_lower = BTreeSet::new();
-    for (name, t) in raw.tools {
-        let span = name.span();
-        let tname = name.into_inner();
-        if !tool_name_ok(&tname) {
+    let mut seen_ids = BTreeSet::new();
+    let mut seen_names = BTreeSet::new();
+    for (key, t) in raw.tools {
+        let span = key.span();
+        let id = key.into_inner();
+        if !tool_name_ok(&id) {
             ck.error(
                 span.clone(),
-                format!("tool name `{tname}` must match ^[a-z][a-z0-9_]{{0,63}}$"),
-                Some("ChatGPT accepts ^[a-zA-Z0-9_-]{1,64}$; gantry also uses the name as a Rust method".into()),
+                format!("tool id `{id}` must match ^[a-z][a-z0-9_]{{0,63}}$"),
+                Some("the id is the tool's Cedar action and schema file stem; publish another name with `name = \"...\"`".into()),
             );
         }
-        if !seen_lower.insert(tname.to_ascii_lowercase()) {
+        if !seen_ids.insert(id.to_ascii_lowercase()) {
             ck.error(
                 span.clone(),
-                format!("duplicate tool `{tname}`"),
-                Some("every tool name must be unique across connectors".into()),
+                format!("duplicate tool id `{id}`"),
+                Some("every tool id must be unique across connectors".into()),
             );
         }
+        let tname = match &t.name {
+            Some(n) => {
+                if !published_name_ok(n.get_ref()) {
+                    ck.error(
+                        n.span(),
+                        format!("tool name `{}` must match ^[A-Za-z][A-Za-z0-9_.-]{{0,63}}$", n.get_ref()),
+                        Some("MCP clients accept letters, digits, `_`, `-` and `.`; claude.ai refuses `.`".into()),
+                    );
+                }
+                n.get_ref().clone()
+            }
+            None => id.clone(),
+        };
         let connector = t.connector.get_ref().clone();
+        if !seen_names.insert((connector.clone(), rust_stem(&tname))) {
+            ck.error(
+                t.name.as_ref().map_or(span.clone(), Spanned::span),
+                format!("connector `{connector}` publishes two tools named `{tname}` (or names alike once `.` and `-` read as `_`)"),
+                Some("a name must be unique within its connector".into()),
+            );
+        }
         let conn = connectors.iter().find(|c| c.name == connector);
         if conn.is_none() {
             ck.error(
                 t.connector.span(),
-                format!("tool `{tname}` names unknown connector `{connector}`"),
+                format!("tool `{id}` names unknown connector `{connector}`"),
                 Some(format!(
                     "known connectors: {}",
                     known_list(connectors.iter().map(|c| c.name.as_str()))
                 )),
             );
         }
-        let description = required_description(ck, t.description, span.clone(), "tool", &tname);
+        let description = required_description(ck, t.description, span.clone(), "tool", &id);
         let check_perm = |ck: &mut Checker<'_>, p: &Spanned<String>| {
             if !permission_names.contains(p.get_ref()) {
                 ck.error(
                     p.span(),
-                    format!("tool `{tname}` names unknown permission `{}`", p.get_ref()),
+                    format!("tool `{id}` names unknown permission `{}`", p.get_ref()),
                     Some(format!(
                         "known permissions: {}",
                         known_list(permission_names.iter().map(String::as_str))
@@ -827,7 +884,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 ck.error(
                     target.span(),
                     format!(
-                        "tool `{tname}` targets unknown resource `{}`",
+                        "tool `{id}` targets unknown resource `{}`",
                         target.get_ref()
                     ),
                     Some(format!(
@@ -870,7 +927,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                         if !conn.platforms.contains(platform) {
                             ck.error(
                                 p.span(),
-                                format!("tool `{tname}` lists {} but connector `{}` is not published there", platform.name(), conn.name),
+                                format!("tool `{id}` lists {} but connector `{}` is not published there", platform.name(), conn.name),
                                 None,
                             );
                         }
@@ -900,7 +957,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         if t.requires.is_empty() && operations.is_empty() {
             ck.error(
                 span.clone(),
-                format!("tool `{tname}` needs no permission"),
+                format!("tool `{id}` needs no permission"),
                 Some("set `requires` or declare `operations`, so the user can turn it off".into()),
             );
         }
@@ -914,7 +971,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 Ok(l) => limits.push((name, l)),
                 Err(e) => ck.error(
                     value.span(),
-                    format!("limit `{name}` of tool `{tname}`: {e}"),
+                    format!("limit `{name}` of tool `{id}`: {e}"),
                     Some("write a count as a bare integer, a size as \"256 KB\", a duration as \"20 s\"".into()),
                 ),
             }
@@ -926,7 +983,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             if has_inline_output {
                 ck.error(
                     name.span(),
-                    format!("tool `{tname}` declares both `output_type` and `output` fields"),
+                    format!("tool `{id}` declares both `output_type` and `output` fields"),
                     Some("keep one: the shared type, or the tool's own fields".into()),
                 );
             }
@@ -934,10 +991,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 Some(ty) => output.clone_from(&ty.fields),
                 None => ck.error(
                     name.span(),
-                    format!(
-                        "tool `{tname}` has unknown `output_type` `{}`",
-                        name.get_ref()
-                    ),
+                    format!("tool `{id}` has unknown `output_type` `{}`", name.get_ref()),
                     Some(format!(
                         "declare it under [types] ({})",
                         known_list(types.iter().map(|t| t.name.as_str()))
@@ -949,7 +1003,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         let mut quote = |text: String, span: &Range<usize>| match quote_limits(&text, &limits) {
             Ok(t) => t,
             Err(e) => {
-                ck.error(span.clone(), format!("tool `{tname}`: {e}"), None);
+                ck.error(span.clone(), format!("tool `{id}`: {e}"), None);
                 text
             }
         };
@@ -987,7 +1041,27 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             idempotent: t.annotations.idempotent,
             open_world: t.annotations.open_world,
         };
+        if t.upstream {
+            if !input.is_empty() || !output.is_empty() || !operations.is_empty() {
+                ck.error(
+                    span.clone(),
+                    format!("upstream tool `{id}` declares inputs, outputs or operations"),
+                    Some("its calls carry the upstream tools' own arguments and results".into()),
+                );
+            }
+            if tools
+                .iter()
+                .any(|o: &Tool| o.upstream && o.connector == connector)
+            {
+                ck.error(
+                    span.clone(),
+                    format!("connector `{connector}` has a second upstream tool `{id}`"),
+                    None,
+                );
+            }
+        }
         let tool = Tool {
+            id,
             name: tname,
             connector,
             title: t.title,
@@ -1010,6 +1084,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             exactly_one_of,
             at_least_one_of,
             operations,
+            upstream: t.upstream,
         };
         // A tool that says it only reads must not need a permission that mutates.
         if tool.annotations.read_only {
@@ -1017,7 +1092,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 if permissions.iter().any(|q| q.name == p && q.mutates) {
                     ck.error(
                         span.clone(),
-                        format!("tool `{}` claims readOnlyHint but needs mutating permission `{p}`", tool.name),
+                        format!("tool `{}` claims readOnlyHint but needs mutating permission `{p}`", tool.id),
                         Some("ChatGPT skips confirmation for read-only tools; do not let a write tool pretend".into()),
                     );
                 }

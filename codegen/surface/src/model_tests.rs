@@ -61,7 +61,7 @@ fn case_insensitive_duplicate_is_refused() {
     );
     let errs = errors(&text);
     assert!(
-        errs.iter().any(|e| e.contains("duplicate tool `Read`")),
+        errs.iter().any(|e| e.contains("duplicate tool id `Read`")),
         "{errs:?}"
     );
 }
@@ -162,7 +162,51 @@ fn bad_tool_names_are_refused() {
     let errs = errors(&text);
     assert!(
         errs.iter()
-            .any(|e| e.contains("tool name `read files` must match")),
+            .any(|e| e.contains("tool id `read files` must match")),
+        "{errs:?}"
+    );
+    let text = with(
+        "[tools.list_files]\nname = \"fs list\"\nconnector = \"core\"\ntitle = \"x\"\ndescription = \"x\"\nrequires = [\"read\"]\nannotations = { read_only = true, destructive = false, idempotent = true, open_world = false }\n",
+    );
+    let errs = errors(&text);
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("tool name `fs list` must match")),
+        "{errs:?}"
+    );
+}
+
+/// A tool declared as `[tools.ID]` with `name = NAME` under `connector = CONNECTOR`.
+fn named_tool(id: &str, name: &str, connector: &str) -> String {
+    format!(
+        "[tools.{id}]\nname = \"{name}\"\nconnector = \"{connector}\"\ntitle = \"x\"\ndescription = \"x\"\nrequires = [\"read\"]\nannotations = {{ read_only = true, destructive = false, idempotent = true, open_world = false }}\n"
+    )
+}
+
+#[test]
+fn a_name_is_unique_within_its_connector_only() {
+    let elsewhere = with(&named_tool("desk_read", "read", "desktop"));
+    let s = Surface::parse("surface.toml", &elsewhere).unwrap();
+    let t = s.tools.iter().find(|t| t.id == "desk_read").unwrap();
+    assert_eq!((t.name.as_str(), t.connector.as_str()), ("read", "desktop"));
+
+    let twice = with(&named_tool("read_again", "read", "core"));
+    let errs = errors(&twice);
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("connector `core` publishes two tools named `read`")),
+        "{errs:?}"
+    );
+    // `fs.read` and `fs_read` would be one Rust method.
+    let alike = with(&format!(
+        "{}{}",
+        named_tool("a_dot", "fs.read", "core"),
+        named_tool("an_underscore", "fs_read", "core")
+    ));
+    let errs = errors(&alike);
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("publishes two tools named `fs_read`")),
         "{errs:?}"
     );
 }

@@ -147,6 +147,16 @@ mod imp {
         }
         rustix::fs::unlinkat(&dir, a.name.as_os_str(), AtFlags::empty()).map_err(map)
     }
+
+    pub fn remove_link(a: &Anchored) -> io::Result<()> {
+        let dir = parent(a, false)?;
+        let stat =
+            rustix::fs::statat(&dir, a.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(map)?;
+        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Symlink {
+            return Err(io::Error::other("not a symbolic link"));
+        }
+        rustix::fs::unlinkat(&dir, a.name.as_os_str(), AtFlags::empty()).map_err(map)
+    }
 }
 
 #[cfg(not(unix))]
@@ -214,6 +224,16 @@ mod imp {
         }
         std::fs::remove_file(full(a))
     }
+
+    pub fn remove_link(a: &Anchored) -> io::Result<()> {
+        recheck(a)?;
+        let meta = std::fs::symlink_metadata(full(a))?;
+        if !meta.file_type().is_symlink() {
+            return Err(io::Error::other("not a symbolic link"));
+        }
+        // A link to a directory is removed as one on Windows.
+        std::fs::remove_file(full(a)).or_else(|_| std::fs::remove_dir(full(a)))
+    }
 }
 
 /// A temp name beside the target: hidden, unique, recognisably ours.
@@ -227,4 +247,4 @@ fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
     tmp
 }
 
-pub use imp::{open_read, remove, write};
+pub use imp::{open_read, remove, remove_link, write};

@@ -67,6 +67,11 @@ pub fn write_atomic(
     beneath::write(&anchored(&permit.0)?, contents, mode)
 }
 
+/// Removes a symbolic link (never what it points to) beneath its root.
+pub fn remove_link(permit: &WritePermit) -> std::io::Result<()> {
+    beneath::remove_link(&anchored(&permit.0)?)
+}
+
 /// Removes a regular file beneath its root.
 pub fn remove_file(permit: &WritePermit) -> std::io::Result<()> {
     beneath::remove(&anchored(&permit.0)?)
@@ -168,6 +173,33 @@ pub struct TextSlice {
     pub next_start_line: Option<u64>,
     /// A remark for the model (encoding replaced, a line longer than the budget...).
     pub note: Option<String>,
+    /// The file's version when it was read.
+    pub version: Option<Version>,
+}
+
+/// What tells one state of a file from the next without reading it: its size and its
+/// modification time (nanoseconds where the filesystem keeps them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Version {
+    /// Size in bytes.
+    pub len: u64,
+    /// Last modification.
+    pub modified: Option<SystemTime>,
+}
+
+impl Version {
+    fn of(m: &std::fs::Metadata) -> Version {
+        Version {
+            len: m.len(),
+            modified: m.modified().ok(),
+        }
+    }
+}
+
+/// The current version of a regular file beneath its root.
+pub fn version(target: &Authorized<Resolved>) -> std::io::Result<Version> {
+    let (f, _, _) = open(target)?;
+    Ok(Version::of(&f.metadata()?))
 }
 
 /// What a file turned out to hold.
@@ -215,7 +247,23 @@ pub fn read_text(
     end: Option<u64>,
     budget: usize,
 ) -> std::io::Result<Loaded> {
-    let (mut f, _, size) = open(file)?;
+    let (f, _, size) = open(file)?;
+    let version = f.metadata().ok().map(|m| Version::of(&m));
+    let loaded = read_open_text(file, f, size, start, end, budget)?;
+    Ok(match loaded {
+        Loaded::Text(slice) => Loaded::Text(TextSlice { version, ..slice }),
+        other => other,
+    })
+}
+
+fn read_open_text(
+    file: &Authorized<Resolved>,
+    mut f: File,
+    size: u64,
+    start: u64,
+    end: Option<u64>,
+    budget: usize,
+) -> std::io::Result<Loaded> {
     let mut head = vec![0u8; SNIFF_BYTES.min(usize::try_from(size).unwrap_or(SNIFF_BYTES))];
     let n = read_full(&mut f, &mut head)?;
     head.truncate(n);
@@ -503,6 +551,7 @@ impl LineWindow {
             next_start_line: self.next,
             note: self.note,
             text: self.text,
+            version: None,
         }
     }
 }

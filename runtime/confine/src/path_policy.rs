@@ -22,6 +22,9 @@ pub enum Kind {
     Missing,
     /// A device, FIFO or socket: never read or written.
     Special,
+    /// A symbolic link itself, not what it points to: only [`Roots::resolve_entry`] says
+    /// so, for removing the link.
+    Link,
 }
 
 impl Kind {
@@ -32,6 +35,7 @@ impl Kind {
             Kind::Dir => "dir",
             Kind::Missing => "missing",
             Kind::Special => "special",
+            Kind::Link => "link",
         }
     }
 }
@@ -157,6 +161,37 @@ impl Roots {
     /// Whether a canonical path lies inside a root.
     pub fn contains(&self, canonical: &Path) -> bool {
         self.root_of(canonical).is_some()
+    }
+
+    /// Resolves `given` like [`Roots::resolve`], except that a last component which is a
+    /// symbolic link stays the link ([`Kind::Link`]), beneath its resolved directory: what a
+    /// removal of the link touches. Its target is never looked at.
+    pub fn resolve_entry(&self, given: &str, base: Option<&Path>) -> Result<Resolved, ToolError> {
+        let raw = Path::new(given);
+        let absolute = if raw.is_absolute() {
+            raw.to_path_buf()
+        } else {
+            base.unwrap_or(self.first()).join(raw)
+        };
+        let is_link =
+            std::fs::symlink_metadata(&absolute).is_ok_and(|m| m.file_type().is_symlink());
+        let (Some(parent), Some(name), true) = (absolute.parent(), absolute.file_name(), is_link)
+        else {
+            return self.resolve(given, base);
+        };
+        let dir = self.resolve(&parent.to_string_lossy(), None)?;
+        if dir.kind != Kind::Dir {
+            return self.resolve(given, base);
+        }
+        let path = dir.path.join(name);
+        Ok(Resolved {
+            given: given.to_string(),
+            gantry_owned: self.is_gantry_owned(&path),
+            path,
+            inside_root: dir.inside_root,
+            root: dir.root,
+            kind: Kind::Link,
+        })
     }
 
     /// Resolves `given` (relative paths against `base`, else the first root).

@@ -11,7 +11,7 @@ use tool_api::{Platform, ToolSpec};
 use crate::audit::Audit;
 use crate::cli::CommonArgs;
 use crate::config::Settings;
-use crate::handlers::{CoreTools, DesktopTools};
+use crate::handlers::{CoreTools, DesktopTools, FilesTools, GatewayTools, ZodexTools};
 use crate::ops::path_policy::Roots;
 use crate::permissions::PermissionState;
 use crate::policy_set;
@@ -90,7 +90,7 @@ pub struct App {
     /// precedence when it changes).
     args: CommonArgs,
     /// Tool handlers, one set per connector.
-    pub handlers: Handlers<CoreTools, DesktopTools>,
+    pub handlers: Handlers<CoreTools, DesktopTools, ZodexTools, FilesTools, GatewayTools>,
     /// The audit log.
     pub audit: Audit,
     /// Every tool's MCP definition, in declaration order.
@@ -176,7 +176,7 @@ const CONFINED_NOTE: &str =
 fn say_commands_are_confined(tools: &mut [ServedTool]) {
     for t in tools
         .iter_mut()
-        .filter(|t| t.spec.name == generated::core::actions::EXEC_COMMAND.as_str())
+        .filter(|t| t.spec.id == generated::core::actions::EXEC_COMMAND.as_str())
     {
         // The declared description says commands are not confined; here they are.
         let d = t.tool.description.clone().unwrap_or_default();
@@ -320,6 +320,13 @@ impl App {
             },
         };
         let recorder = Arc::new(crate::recorder::Recorder::open(&settings));
+        let seen = Arc::new(crate::read_state::ReadState::default());
+        let gateway = GatewayTools::new(settings.gateway_servers.clone());
+        let zodex = ZodexTools::new(
+            roots.clone(),
+            terminal.clone(),
+            settings.zodex_workdir_context,
+        );
         let agents = Arc::new(crate::agents::Agents::new(
             settings.agents.clone(),
             terminal.clone(),
@@ -339,8 +346,12 @@ impl App {
                     terminal.clone(),
                     recorder.clone(),
                     agents.clone(),
+                    seen.clone(),
                 ),
                 desktop,
+                zodex,
+                files: FilesTools::new(roots.clone(), seen),
+                gateway,
             },
             audit,
             tools,
@@ -395,6 +406,7 @@ impl App {
         // they sleep rather than that they vanished.
         self.agents.shutdown();
         self.terminal.shutdown();
+        self.handlers.gateway.stop();
     }
 
     /// The connectors this platform serves, in declaration order.
@@ -503,6 +515,16 @@ impl App {
                 if s.desktop_yield_to_user != self.settings.desktop_yield_to_user {
                     tracing::warn!(
                         "[desktop] changed in the config file: restart gantry for it to apply"
+                    );
+                }
+                if s.gateway_servers != self.settings.gateway_servers {
+                    tracing::warn!(
+                        "[gateway] changed in the config file: restart gantry for it to apply"
+                    );
+                }
+                if s.zodex_workdir_context != self.settings.zodex_workdir_context {
+                    tracing::warn!(
+                        "[zodex] changed in the config file: restart gantry for it to apply"
                     );
                 }
                 if s.session_redact != self.settings.session_redact

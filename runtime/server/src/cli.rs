@@ -77,13 +77,19 @@ pub struct AuditArgs {
     pub common: CommonArgs,
 }
 
+/// The connectors surface.toml declares, as the values a `connector` argument takes.
+fn connector_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(generated::CONNECTORS.iter().map(|c| c.name))
+}
+
 /// `gantry token ...`.
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Replace a connector's secret (every connector's without a name). A running server
     /// accepts only the new one from its next request on.
     Rotate {
-        /// The connector (`core`, `desktop`).
+        /// The connector.
+        #[arg(value_parser = connector_names())]
         connector: Option<String>,
         /// Settings.
         #[command(flatten)]
@@ -114,8 +120,8 @@ pub struct ConfigArgs {
     /// The client to print a setup for.
     #[arg(value_enum)]
     pub client: Client,
-    /// The connector (default `core`).
-    #[arg(long, default_value = generated::core::NAME)]
+    /// The connector.
+    #[arg(long, default_value = generated::core::NAME, value_parser = connector_names())]
     pub connector: String,
     /// Settings.
     #[command(flatten)]
@@ -173,7 +179,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub stdio: bool,
     /// The connector to serve with --stdio.
-    #[arg(long, default_value = generated::core::NAME, requires = "stdio")]
+    #[arg(long, default_value = generated::core::NAME, requires = "stdio", value_parser = connector_names())]
     pub connector: String,
     /// Port of the control page, which always listens on 127.0.0.1 only (default: a free
     /// one, printed at start and by `gantry admin`). Not used with --stdio.

@@ -62,6 +62,8 @@ struct ConfigFile {
     exec: Option<ExecSection>,
     session: Option<SessionSection>,
     desktop: Option<DesktopSection>,
+    zodex: Option<ZodexSection>,
+    gateway: Option<GatewaySection>,
     agents: Option<crate::agents::AgentsSection>,
     /// Per connector: `"all"` (default) or `"progressive"`.
     #[serde(default)]
@@ -92,6 +94,23 @@ struct SessionSection {
 struct DesktopSection {
     /// Stop a `computer` batch when the user moves the mouse or holds a key (default on).
     yield_to_user: Option<bool>,
+}
+
+/// `[zodex]`: what the Zodex connector adds to its answers.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ZodexSection {
+    /// A workdir's first command also says whether it has AGENTS.md and which skills
+    /// `.agents/skills` holds (default on).
+    workdir_context: Option<bool>,
+}
+
+/// `[gateway]`: the upstream MCP servers the Gateway connector serves.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GatewaySection {
+    #[serde(default)]
+    servers: BTreeMap<String, crate::ops::upstream::UpstreamConfig>,
 }
 
 /// One `[session.sources]` entry.
@@ -160,6 +179,10 @@ pub struct Settings {
     pub defaulted_root: bool,
     /// A desktop batch stops when the user moves the mouse or types.
     pub desktop_yield_to_user: bool,
+    /// The Zodex connector's first command in a workdir tells of its AGENTS.md and skills.
+    pub zodex_workdir_context: bool,
+    /// The Gateway connector's upstream servers, by name.
+    pub gateway_servers: Vec<(String, crate::ops::upstream::UpstreamConfig)>,
     /// Worker agents: slots, ceiling, kinds.
     pub agents: crate::agents::AgentsConfig,
     /// Connectors whose stdio connections start with their first tools only.
@@ -527,6 +550,50 @@ impl Settings {
                 }),
             }
         }
+        let mut gateway_servers = Vec::new();
+        let servers = file.gateway.map(|g| g.servers).unwrap_or_default();
+        if servers.len() > generated::gateway::limits::upstream::MAX_SERVERS {
+            errors.push(ConfigError::Setting {
+                what: format!("{shown}: [gateway.servers]"),
+                reason: format!(
+                    "{} servers, at most {}",
+                    servers.len(),
+                    generated::gateway::limits::upstream::MAX_SERVERS
+                ),
+            });
+        }
+        for (name, server) in servers {
+            let what = format!("{shown}: [gateway.servers.{name}]");
+            let problem = if !crate::handlers::server_name_ok(&name) {
+                Some(
+                    "a server name is 1 to 32 letters, digits, `-` or `_`, without `__`"
+                        .to_string(),
+                )
+            } else if server.command.is_some() == server.url.is_some() {
+                Some(
+                    "give exactly one of `command` (a stdio server) and `url` (Streamable HTTP)"
+                        .into(),
+                )
+            } else if server.url.is_some()
+                && (!server.args.is_empty() || !server.env.is_empty() || server.cwd.is_some())
+            {
+                Some("`args`, `env` and `cwd` go with `command`, not `url`".into())
+            } else if let Err(e) = server.timeout() {
+                Some(e)
+            } else if server.command.is_some() && server.bearer_token_env.is_some() {
+                Some("`bearer_token_env` goes with `url`".into())
+            } else {
+                server
+                    .url
+                    .as_deref()
+                    .filter(|u| !(u.starts_with("http://") || u.starts_with("https://")))
+                    .map(|url| format!("url `{url}` is not http:// or https://"))
+            };
+            match problem {
+                Some(reason) => errors.push(ConfigError::Setting { what, reason }),
+                None => gateway_servers.push((name, server)),
+            }
+        }
         let agents = match crate::agents::resolve(file.agents, &config_dir) {
             Ok(a) => a,
             Err(problems) => {
@@ -570,6 +637,12 @@ impl Settings {
                 .desktop
                 .as_ref()
                 .and_then(|d| d.yield_to_user)
+                .unwrap_or(true),
+            gateway_servers,
+            zodex_workdir_context: file
+                .zodex
+                .as_ref()
+                .and_then(|z| z.workdir_context)
                 .unwrap_or(true),
             agents,
             progressive,

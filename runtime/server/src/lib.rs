@@ -22,6 +22,7 @@ pub mod http;
 pub mod ops;
 pub mod permissions;
 pub mod policy_set;
+pub mod read_state;
 pub mod recorder;
 pub mod server;
 pub mod state_dir;

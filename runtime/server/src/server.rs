@@ -61,6 +61,15 @@ pub trait Served: Send + Sync + 'static {
     fn record(&self, _call: &recordings::Call<'_>) {}
     /// Secrets (connector tokens) that must never be recorded or shown.
     fn learn_secrets(&self, _secrets: Vec<String>) {}
+    /// The upstream tools `connector` lists beside its own (the Gateway's), as the live
+    /// permissions and policies let its caller see them.
+    fn upstream_tools(
+        &self,
+        connector: &str,
+    ) -> impl std::future::Future<Output = Vec<Tool>> + Send {
+        let _ = connector;
+        std::future::ready(Vec::new())
+    }
     /// Whether a stdio connection to `connector` starts with its first tools only.
     fn progressive(&self, _connector: &str) -> bool {
         false
@@ -92,6 +101,20 @@ impl Served for App {
             .published(connector)
             .map(|t| t.name)
             .collect()
+    }
+
+    async fn upstream_tools(&self, connector: &str) -> Vec<Tool> {
+        let gateway = self
+            .live()
+            .permissions
+            .published(connector)
+            .any(|t| t.upstream);
+        match self.call_context(connector) {
+            Ok(cx) if gateway && connector == generated::gateway::NAME => {
+                self.handlers.gateway.list(&cx).await
+            }
+            _ => Vec::new(),
+        }
     }
 
     fn call_context(&self, connector: &str) -> Result<CallContext, ToolError> {
@@ -222,6 +245,7 @@ impl<S: Served> ConnectorServer<S> {
         self.app
             .tools()
             .iter()
+            .filter(|t| t.spec.connector == self.connector.name && !t.spec.upstream)
             .filter(|t| published.contains(&t.spec.name))
             .filter(|t| !only_first || self.connector.first_tools.contains(&t.spec.name))
             .map(|t| t.tool.clone())
@@ -391,7 +415,15 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
         _request: Option<PaginatedRequestParams>,
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.listed()))
+        let mut tools = self.listed();
+        if self
+            .disclosed
+            .as_ref()
+            .is_none_or(|d| d.load(std::sync::atomic::Ordering::SeqCst))
+        {
+            tools.extend(self.app.upstream_tools(self.connector.name).await);
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(

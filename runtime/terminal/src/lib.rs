@@ -19,3 +19,4 @@ pub mod window;
 
 pub use registry::{Commands, Config, Held, Listed, Outcome, Registry, Run, Seen, TerminalError};
 pub use session::Exit;
+pub use window::SpillHint;

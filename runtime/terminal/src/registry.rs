@@ -57,6 +57,8 @@ pub struct Run {
     pub env_remove: Vec<String>,
     /// The connector instance starting it; the session answers to no other.
     pub owner: String,
+    /// How the markers of cut output point the model at the spill file.
+    pub spill_hint: crate::window::SpillHint,
 }
 
 /// The result of a call.
@@ -469,6 +471,7 @@ impl Registry {
     ) -> Result<Outcome, TerminalError> {
         let started = Instant::now();
         let mut notes = Vec::new();
+        let spill_hint = run.spill_hint;
         let label = match &run.commands {
             Commands::One(c) => c.clone(),
             Commands::Batch(items) => items.join(" ; "),
@@ -610,6 +613,7 @@ impl Registry {
             }
         };
         session.describe(&label);
+        session.set_spill_hint(spill_hint);
         end(evicted).await;
         let collected = session.collect(Wait::Full, deadline, budget).await;
         // The next shell starts once this command has had the machine to itself.

@@ -401,6 +401,11 @@ impl Session {
         self.owner.set(owner.to_string()).is_ok()
     }
 
+    /// Says how the markers of this session's cut output point at its spill files.
+    pub fn set_spill_hint(&self, hint: crate::window::SpillHint) {
+        lock(&self.state).window.set_hint(hint);
+    }
+
     /// When the session was last used.
     pub fn last_used(&self) -> Instant {
         lock(&self.state).last_used

@@ -11,6 +11,39 @@ const IN_MEMORY: usize = 1 << 20;
 /// Bytes of head and of tail kept in memory once spilling.
 const KEEP: usize = 256 << 10;
 
+/// How the marker of cut output tells the model to read the omitted lines: with the `read`
+/// tool (a connector that has one), or with a command (a connector whose only way to look
+/// at a file is its shell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpillHint {
+    /// `read {"ranges": [...]}`.
+    #[default]
+    ReadTool,
+    /// `sed -n 'A,Bp' FILE` (PowerShell's `Get-Content` on Windows).
+    Command,
+}
+
+impl SpillHint {
+    fn how(self, path: &Path, first: u64, last: u64) -> String {
+        match self {
+            SpillHint::ReadTool => format!(
+                "to see them: read {{\"ranges\": [{{\"path\": {}, \"start_line\": {first}, \"end_line\": {last}}}]}}",
+                json_string(&path.to_string_lossy())
+            ),
+            SpillHint::Command if cfg!(windows) => format!(
+                "to see them: Get-Content -LiteralPath '{}' | Select-Object -Skip {} -First {}",
+                path.display().to_string().replace('\'', "''"),
+                first.saturating_sub(1),
+                last.saturating_sub(first) + 1
+            ),
+            SpillHint::Command => format!(
+                "to see them: sed -n '{first},{last}p' '{}'",
+                path.display().to_string().replace('\'', r"'\''")
+            ),
+        }
+    }
+}
+
 /// Where spill files go and how big they may grow.
 #[derive(Debug, Clone)]
 pub struct SpillConfig {
@@ -77,6 +110,7 @@ pub struct Window {
     /// The window's output so far ends inside a line.
     open_line: bool,
     spill_error: Option<String>,
+    hint: SpillHint,
 }
 
 fn private_file(path: &Path) -> std::io::Result<File> {
@@ -120,7 +154,13 @@ impl Window {
             total_lines: 0,
             open_line: false,
             spill_error: None,
+            hint: SpillHint::default(),
         }
+    }
+
+    /// Says how markers of cut output point at the spill file from now on.
+    pub fn set_hint(&mut self, hint: SpillHint) {
+        self.hint = hint;
     }
 
     /// Whether anything arrived since the last drain.
@@ -238,10 +278,7 @@ impl Window {
                 .saturating_sub(tail.matches('\n').count() as u64);
             let omitted = total_bytes.saturating_sub(shown_bytes);
             let how = match (&spill, &self.spill_error) {
-                (Some(s), _) => format!(
-                    "to see them: read {{\"ranges\": [{{\"path\": {}, \"start_line\": {first}, \"end_line\": {last}}}]}}",
-                    json_string(&s.path.to_string_lossy())
-                ),
+                (Some(s), _) => self.hint.how(&s.path, first, last),
                 (None, Some(e)) => e.clone(),
                 (None, None) => "no spill file".to_string(),
             };
@@ -336,6 +373,42 @@ mod tests {
                 Some(0o600)
             );
         }
+    }
+
+    /// The command a marker names prints exactly the lines it says were omitted, even from a
+    /// spill directory whose name a shell would otherwise split or expand.
+    #[cfg(unix)]
+    #[test]
+    fn a_command_hint_prints_the_omitted_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("it's $HOME");
+        std::fs::create_dir(&spill).unwrap();
+        let mut w = window(&spill, 1 << 20);
+        w.set_hint(SpillHint::Command);
+        let body: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+        w.push(&body);
+        let d = w.drain(40);
+        let marker = d.text.lines().find(|l| l.starts_with("[…")).unwrap();
+        let command = marker
+            .split("to see them: ")
+            .nth(1)
+            .and_then(|c| c.strip_suffix(" …]"))
+            .unwrap();
+        let (first, last) = marker
+            .split("(lines ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|r| r.split_once('-'))
+            .unwrap();
+        let (first, last): (usize, usize) = (first.parse().unwrap(), last.parse().unwrap());
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .output()
+            .unwrap();
+        let expected: String = (first - 1..last).map(|i| format!("line {i}\n")).collect();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "{command}");
+        assert!(first > 1 && last < 1000, "{marker}");
     }
 
     #[test]

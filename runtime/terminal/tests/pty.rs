@@ -34,6 +34,7 @@ fn run(cmd: &str, dir: &std::path::Path) -> Run {
         env: home(dir),
         env_remove: Vec::new(),
         owner: OWNER.into(),
+        spill_hint: Default::default(),
     }
 }
 
@@ -205,6 +206,7 @@ async fn a_batch_runs_in_one_shell_and_reports_every_item() {
                 env: home(dir.path()),
                 env_remove: Vec::new(),
                 owner: OWNER.into(),
+                spill_hint: Default::default(),
             },
             Duration::from_secs(10),
             10_000,

@@ -76,7 +76,11 @@ pub struct OperationSpec {
 /// A tool as declared in surface.toml.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolSpec {
-    /// MCP name.
+    /// Stands for the tools of upstream MCP servers: never listed itself.
+    pub upstream: bool,
+    /// Unique across connectors: its Cedar action and schema file stem.
+    pub id: &'static str,
+    /// MCP name, unique within its connector.
     pub name: &'static str,
     /// The connector publishing it.
     pub connector: &'static str,

@@ -568,7 +568,16 @@ impl Control {
             recorded_query: params.get("q").unwrap_or(""),
             recorded,
             config_path: self.app.settings.config_path.display().to_string(),
-            tools: generated::TOOLS.iter().map(|t| t.name).collect(),
+            tools: {
+                // A name two connectors publish is one choice of the filter.
+                let mut names: Vec<&'static str> = Vec::new();
+                for t in generated::TOOLS.iter().filter(|t| !t.upstream) {
+                    if !names.contains(&t.name) {
+                        names.push(t.name);
+                    }
+                }
+                names
+            },
         }))
     }
 

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use generated::core::{ApplyPatchArgs, ApplyPatchOperation, ApplyPatchOutput, actions, limits};
 use generated::types::{PatchedFile, PatchedFileOp};
 use patch::FileOp;
-use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
+use tool_api::{
+    ActionId, Authorized, CallContext, ErrorCode, Reply, ToolError, TypedAction, Writes,
+};
 
 use crate::ops::fs::{self, WritePermit};
 use crate::ops::path_policy::{Kind, Resolved, Roots};
@@ -30,9 +32,29 @@ enum Step {
     },
 }
 
+/// The Cedar actions a connector's patch tool is decided by. Core's operations name the
+/// file operations; each connector maps them onto its own actions.
+pub(super) struct PatchActions {
+    /// The tool's action, asked about the workdir.
+    pub tool: ActionId,
+    /// Each file operation's action, typed as a write.
+    pub write: fn(ApplyPatchOperation) -> TypedAction<Writes>,
+    /// Asked before a mismatch quotes a file's lines: whoever may not read the file must not
+    /// learn its lines from an edit permission.
+    pub quote: ActionId,
+}
+
+/// Core's own.
+const CORE: PatchActions = PatchActions {
+    tool: actions::APPLY_PATCH,
+    write: ApplyPatchOperation::write_action,
+    quote: actions::READ,
+};
+
 struct Planner<'a> {
     roots: &'a Roots,
     cx: &'a CallContext,
+    actions: &'a PatchActions,
     base: PathBuf,
     seen: Vec<PathBuf>,
     /// Shares of the memory ceiling for the files read, kept until the patch is done.
@@ -61,7 +83,7 @@ impl Planner<'_> {
     /// Authorizes `op` on `target` as a further condition (no permit to write is made).
     fn authorize(&self, op: ApplyPatchOperation, target: &Resolved) -> Result<(), ToolError> {
         self.cx
-            .authorize(op.action(), &target.resource(), ())
+            .authorize((self.actions.write)(op).id(), &target.resource(), ())
             .map(drop)
             .map_err(|e| self.refused(&target.given, e))
     }
@@ -69,7 +91,7 @@ impl Planner<'_> {
     /// The permit to write `target` for `op`: the only way a step gets a target.
     fn permit(&self, op: ApplyPatchOperation, target: Resolved) -> Result<WritePermit, ToolError> {
         let given = target.given.clone();
-        WritePermit::authorize(self.cx, op.write_action(), target)
+        WritePermit::authorize(self.cx, (self.actions.write)(op), target)
             .map_err(|e| self.refused(&given, e))
     }
 
@@ -187,7 +209,7 @@ impl Planner<'_> {
                             format!("{path}: no such file to delete"),
                         ));
                     }
-                    Kind::Special => {
+                    Kind::Special | Kind::Link => {
                         return Err(ToolError::new(
                             ErrorCode::PathNotAllowed,
                             format!("{path}: not a regular file"),
@@ -232,7 +254,7 @@ impl Planner<'_> {
                     Kind::Dir => {
                         return Err(ToolError::invalid_input(format!("{path}: is a directory")));
                     }
-                    Kind::Special => {
+                    Kind::Special | Kind::Link => {
                         return Err(ToolError::new(
                             ErrorCode::PathNotAllowed,
                             format!("{path}: not a regular file"),
@@ -262,7 +284,7 @@ impl Planner<'_> {
                 let updated = patch::apply_update(text, chunks).map_err(|e| {
                     // A mismatch quotes the file only to a caller that may read it: with
                     // `read` off, an edit permission must not become a way to read.
-                    let readable = self.cx.permits(actions::READ, &source.resource());
+                    let readable = self.cx.permits(self.actions.quote, &source.resource());
                     let e = if readable { e } else { e.without_file_text() };
                     ToolError::new(ErrorCode::PatchMismatch, format!("{path}: {e}"))
                 })?;
@@ -368,9 +390,21 @@ pub(super) fn run(
     cx: &CallContext,
     args: ApplyPatchArgs,
 ) -> Result<Reply<ApplyPatchOutput>, ToolError> {
-    let parsed =
-        patch::parse(&args.patch).map_err(|e| ToolError::invalid_input(format!("patch {e}")))?;
-    let base = match &args.workdir {
+    let (files, text) = apply(roots, cx, &CORE, &args.patch, args.workdir.as_deref())?;
+    Ok(Reply::rendered(ApplyPatchOutput { files }, text))
+}
+
+/// Checks `patch` whole, then writes it; relative paths start at `workdir` (default: the
+/// first root). Returns the files touched and their rendering.
+pub(super) fn apply(
+    roots: &Roots,
+    cx: &CallContext,
+    actions: &PatchActions,
+    patch: &str,
+    workdir: Option<&str>,
+) -> Result<(Vec<PatchedFile>, String), ToolError> {
+    let parsed = patch::parse(patch).map_err(|e| ToolError::invalid_input(format!("patch {e}")))?;
+    let base = match workdir {
         None => roots.first().to_path_buf(),
         Some(w) => {
             if !Path::new(w).is_absolute() {
@@ -380,7 +414,7 @@ pub(super) fn run(
             }
             let dir = roots.resolve(w, None)?;
             let dir = cx
-                .authorize(actions::APPLY_PATCH, &dir.resource(), dir)
+                .authorize(actions.tool, &dir.resource(), dir)
                 .map_err(|e| {
                     ToolError::new(
                         e.code,
@@ -402,6 +436,7 @@ pub(super) fn run(
     let mut planner = Planner {
         roots,
         cx,
+        actions,
         base,
         seen: Vec::new(),
         held: Vec::new(),
@@ -432,7 +467,7 @@ pub(super) fn run(
         }
     }
     let text = render(&files);
-    Ok(Reply::rendered(ApplyPatchOutput { files }, text))
+    Ok((files, text))
 }
 
 /// One line per file, as `git status --short` and Codex print them: `M src/a.rs (+4 -1)`.

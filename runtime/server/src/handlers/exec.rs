@@ -1,17 +1,25 @@
-//! `exec_command` and `write_stdin`.
+//! `exec_command` and `write_stdin`: Core's, and the parts every connector's command tools
+//! share (starting an authorized run, continuing or ending its session).
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use generated::core::{ExecCommandArgs, WriteStdinArgs, actions, limits};
 use generated::resources::{Command, Session};
 use generated::types::{BatchItem, ExecResult};
-use terminal::{Commands, Outcome, Registry, Run};
-use tool_api::{CallContext, Reply, TimeLimit, ToolError};
+use terminal::{Commands, Outcome, Registry, Run, SpillHint};
+use tool_api::{ActionId, Authorized, CallContext, Reply, TimeLimit, ToolError};
 
 use crate::ops::exec::{self, DISPLAY_VARS};
 use crate::ops::path_policy::Roots;
 
-fn clamp_wait(given: Option<i64>, default: TimeLimit, min: TimeLimit, max: TimeLimit) -> Duration {
+pub(super) fn clamp_wait(
+    given: Option<i64>,
+    default: TimeLimit,
+    min: TimeLimit,
+    max: TimeLimit,
+) -> Duration {
     let ms = given
         .and_then(|v| u64::try_from(v).ok())
         .unwrap_or(default.get())
@@ -29,7 +37,7 @@ fn budget(tokens: Option<i64>) -> usize {
     t.saturating_mul(4)
 }
 
-fn check_env(env: &std::collections::BTreeMap<String, String>) -> Result<(), ToolError> {
+fn check_env(env: &BTreeMap<String, String>) -> Result<(), ToolError> {
     if env.len() > limits::exec_command::MAX_ENV_VARS {
         return Err(ToolError::invalid_input(format!(
             "env: {} variables, at most {} allowed",
@@ -61,12 +69,13 @@ fn check_env(env: &std::collections::BTreeMap<String, String>) -> Result<(), Too
     Ok(())
 }
 
-/// Codex's result layout, so models trained on it read it right.
-fn render(o: &Outcome, notes: &[String]) -> String {
+/// Codex's result layout, so models trained on it read it right. `running` names what a
+/// still-running process continues under (`session ID 7`, `session handle …`).
+pub(super) fn render(o: &Outcome, running: Option<&str>, notes: &[String]) -> String {
     let mut s = format!("Wall time: {:.4} seconds\n", o.wall.as_secs_f64());
-    match (o.exit_code, o.session_id) {
+    match (o.exit_code, running) {
         (Some(code), _) => s.push_str(&format!("Process exited with code {code}\n")),
-        (None, Some(id)) => s.push_str(&format!("Process running with session ID {id}\n")),
+        (None, Some(r)) => s.push_str(&format!("Process running with {r}\n")),
         (None, None) => {}
     }
     for n in notes {
@@ -79,11 +88,9 @@ fn render(o: &Outcome, notes: &[String]) -> String {
 
 /// The shared result of both tools, and its plain-text rendering.
 fn result(mut o: Outcome, batch: bool) -> (ExecResult, String) {
-    let mut notes = std::mem::take(&mut o.notes);
-    if o.signaled {
-        notes.push("the process was ended by a signal".into());
-    }
-    let text = render(&o, &notes);
+    let notes = take_notes(&mut o);
+    let running = o.session_id.map(|id| format!("session ID {id}"));
+    let text = render(&o, running.as_deref(), &notes);
     let truncated = o.output.truncated;
     let result = ExecResult {
         exit_code: o.exit_code.map(i64::from),
@@ -106,28 +113,50 @@ fn result(mut o: Outcome, batch: bool) -> (ExecResult, String) {
     (result, text)
 }
 
-pub(super) async fn exec_command(
+/// The outcome's notes, with one for a process a signal ended.
+pub(super) fn take_notes(o: &mut Outcome) -> Vec<String> {
+    let mut notes = std::mem::take(&mut o.notes);
+    if o.signaled {
+        notes.push("the process was ended by a signal".into());
+    }
+    notes
+}
+
+/// A command tool's request, once its own arguments are read: what every connector's
+/// command tool hands to [`start`].
+pub(super) struct CommandRequest {
+    /// The calling tool's Cedar action, asked about each command and about the whole run.
+    pub action: ActionId,
+    pub cmds: Vec<String>,
+    /// `cmds` run as one batch in one shell (each decided on its own first).
+    pub batch: bool,
+    pub cwd: PathBuf,
+    pub env: BTreeMap<String, String>,
+    pub yield_for: Duration,
+    /// Inline output in bytes.
+    pub budget: usize,
+    pub spill_hint: SpillHint,
+}
+
+/// Authorizes and starts a command run: its command line(s), start directory and
+/// environment, decided as one, never as a bare string.
+pub(super) async fn start(
     registry: &Registry,
-    roots: &Roots,
     cx: &CallContext,
-    args: ExecCommandArgs,
-) -> Result<Reply<ExecResult>, ToolError> {
-    let cwd = match &args.workdir {
-        Some(w) => exec::workdir(w)?,
-        None => roots.first().to_path_buf(),
-    };
-    let env = args.env.unwrap_or_default();
+    req: CommandRequest,
+) -> Result<Outcome, ToolError> {
+    let CommandRequest {
+        action,
+        cmds,
+        batch,
+        cwd,
+        env,
+        yield_for,
+        budget,
+        spill_hint,
+    } = req;
     check_env(&env)?;
     let display_env = env.keys().any(|k| DISPLAY_VARS.contains(&k.as_str()));
-    let (cmds, batch) = match (args.cmd, args.cmds) {
-        (Some(cmd), None) => (vec![cmd], false),
-        (None, Some(cmds)) => (cmds, true),
-        _ => {
-            return Err(ToolError::invalid_input(
-                "give exactly one of `cmd`, `cmds`",
-            ));
-        }
-    };
     let workdir = cwd.display().to_string();
     // In a batch each command is decided on its own, so a refusal names the item.
     if batch {
@@ -137,7 +166,7 @@ pub(super) async fn exec_command(
                 workdir: workdir.clone(),
                 display_env,
             };
-            cx.authorize(actions::EXEC_COMMAND, &item, ())
+            cx.authorize(action, &item, ())
                 .map_err(|e| ToolError::new(e.code, format!("cmds[{i}]: {}", e.message)))?;
         }
     }
@@ -148,19 +177,11 @@ pub(super) async fn exec_command(
         workdir: workdir.clone(),
         display_env: true,
     };
-    let env_remove = if cx.permits(actions::EXEC_COMMAND, &probe) {
+    let env_remove = if cx.permits(action, &probe) {
         Vec::new()
     } else {
         DISPLAY_VARS.iter().map(|v| (*v).to_string()).collect()
     };
-    let yield_for = clamp_wait(
-        args.yield_time_ms,
-        limits::exec_command::DEFAULT_YIELD,
-        limits::exec_command::MIN_YIELD,
-        limits::exec_command::MAX_YIELD,
-    );
-    // The whole run is what gets authorized and then started: the command line(s), the start
-    // directory and the environment, never a bare string.
     let resource = Command {
         id: cmds.join("\n").chars().take(4096).collect(),
         workdir,
@@ -177,11 +198,95 @@ pub(super) async fn exec_command(
         env: env.into_iter().collect(),
         env_remove,
         owner: cx.owner(),
+        spill_hint,
     };
-    let run = cx.authorize(actions::EXEC_COMMAND, &resource, run)?;
-    let outcome = exec::start(registry, run, yield_for, budget(args.max_output_tokens)).await?;
+    let run = cx.authorize(action, &resource, run)?;
+    exec::start(registry, run, yield_for, budget).await
+}
+
+pub(super) async fn exec_command(
+    registry: &Registry,
+    roots: &Roots,
+    cx: &CallContext,
+    args: ExecCommandArgs,
+) -> Result<Reply<ExecResult>, ToolError> {
+    let cwd = match &args.workdir {
+        Some(w) => exec::workdir(w)?,
+        None => roots.first().to_path_buf(),
+    };
+    let (cmds, batch) = match (args.cmd, args.cmds) {
+        (Some(cmd), None) => (vec![cmd], false),
+        (None, Some(cmds)) => (cmds, true),
+        _ => {
+            return Err(ToolError::invalid_input(
+                "give exactly one of `cmd`, `cmds`",
+            ));
+        }
+    };
+    let request = CommandRequest {
+        action: actions::EXEC_COMMAND,
+        cmds,
+        batch,
+        cwd,
+        env: args.env.unwrap_or_default(),
+        yield_for: clamp_wait(
+            args.yield_time_ms,
+            limits::exec_command::DEFAULT_YIELD,
+            limits::exec_command::MIN_YIELD,
+            limits::exec_command::MAX_YIELD,
+        ),
+        budget: budget(args.max_output_tokens),
+        spill_hint: SpillHint::ReadTool,
+    };
+    let outcome = start(registry, cx, request).await?;
     let (output, text) = result(outcome, batch);
     Ok(Reply::rendered(output, text))
+}
+
+/// How long a call on a running session waits, per its tool's limits.
+pub(super) struct Waits {
+    pub default_yield: TimeLimit,
+    pub default_poll: TimeLimit,
+    pub min: TimeLimit,
+    pub max: TimeLimit,
+}
+
+/// What a call asks of a running session.
+pub(super) struct SessionInput<'a> {
+    /// Written to it; none: a poll.
+    pub chars: &'a str,
+    /// End its process tree instead.
+    pub kill: bool,
+    pub yield_time_ms: Option<i64>,
+}
+
+/// Writes to an authorized session, polls it, or ends it, as `input` asks.
+pub(super) async fn continue_session(
+    registry: &Registry,
+    cx: &CallContext,
+    session: &Authorized<u64>,
+    input: SessionInput<'_>,
+    waits: &Waits,
+    budget: usize,
+) -> Result<Outcome, ToolError> {
+    let SessionInput {
+        chars,
+        kill,
+        yield_time_ms,
+    } = input;
+    if !chars.is_empty() {
+        cx.record_input(chars);
+    }
+    if kill {
+        return exec::kill(registry, &cx.owner(), session, budget).await;
+    }
+    let default = if chars.is_empty() {
+        waits.default_poll
+    } else {
+        waits.default_yield
+    };
+    let yield_for = clamp_wait(yield_time_ms, default, waits.min, waits.max);
+    exec::write(registry, &cx.owner(), session, chars, yield_for, budget).await
 }
 
 pub(super) async fn write_stdin(
@@ -200,40 +305,27 @@ pub(super) async fn write_stdin(
             ))
         })?;
     let session = cx.authorize(actions::WRITE_STDIN, &Session { id: id.to_string() }, id)?;
-    let chars = args.chars.unwrap_or_default();
-    if !chars.is_empty() {
-        cx.record_input(&chars);
-    }
-    let outcome = if args.kill == Some(true) {
-        exec::kill(
-            registry,
-            &cx.owner(),
-            &session,
-            budget(args.max_output_tokens),
-        )
-        .await?
-    } else {
-        let default = if chars.is_empty() {
-            limits::write_stdin::DEFAULT_POLL
-        } else {
-            limits::write_stdin::DEFAULT_YIELD
-        };
-        let yield_for = clamp_wait(
-            args.yield_time_ms,
-            default,
-            limits::write_stdin::MIN_YIELD,
-            limits::write_stdin::MAX_YIELD,
-        );
-        exec::write(
-            registry,
-            &cx.owner(),
-            &session,
-            &chars,
-            yield_for,
-            budget(args.max_output_tokens),
-        )
-        .await?
+    let waits = Waits {
+        default_yield: limits::write_stdin::DEFAULT_YIELD,
+        default_poll: limits::write_stdin::DEFAULT_POLL,
+        min: limits::write_stdin::MIN_YIELD,
+        max: limits::write_stdin::MAX_YIELD,
     };
+    let chars = args.chars.unwrap_or_default();
+    let input = SessionInput {
+        chars: &chars,
+        kill: args.kill == Some(true),
+        yield_time_ms: args.yield_time_ms,
+    };
+    let outcome = continue_session(
+        registry,
+        cx,
+        &session,
+        input,
+        &waits,
+        budget(args.max_output_tokens),
+    )
+    .await?;
     let (output, text) = result(outcome, false);
     Ok(Reply::rendered(output, text))
 }

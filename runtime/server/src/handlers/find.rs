@@ -60,7 +60,7 @@ pub(super) fn run(
                     format!("{g}: no such file or directory"),
                 ));
             }
-            Kind::Special => {
+            Kind::Special | Kind::Link => {
                 return Err(ToolError::new(
                     ErrorCode::PathNotAllowed,
                     format!("{g}: not a regular file or directory"),

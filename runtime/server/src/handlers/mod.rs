@@ -5,10 +5,13 @@ mod agents;
 mod apply_patch;
 mod desktop;
 mod exec;
+mod file;
 mod find;
+mod gateway;
 mod read;
 mod session;
 mod view_image;
+mod zodex;
 
 use std::sync::Arc;
 
@@ -21,6 +24,7 @@ use generated::types::ExecResult;
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
 
 use crate::app::LiveRoots;
+use crate::read_state::ReadState;
 
 /// Handlers of the Core connector.
 #[derive(Debug, Clone)]
@@ -29,23 +33,55 @@ pub struct CoreTools {
     terminal: Arc<terminal::Registry>,
     recorder: Arc<crate::recorder::Recorder>,
     agents: Arc<crate::agents::Agents>,
+    seen: Arc<ReadState>,
 }
 
 impl CoreTools {
-    /// Core handlers: files confined by `roots`, commands in `terminal`'s sessions, recorded
-    /// sessions in `recorder`'s store, worker agents in `agents`.
+    /// Core handlers: files confined by `roots` (what `read` shows noted in `seen`),
+    /// commands in `terminal`'s sessions, recorded sessions in `recorder`'s store, worker
+    /// agents in `agents`.
     pub fn new(
         roots: Arc<LiveRoots>,
         terminal: Arc<terminal::Registry>,
         recorder: Arc<crate::recorder::Recorder>,
         agents: Arc<crate::agents::Agents>,
+        seen: Arc<ReadState>,
     ) -> Self {
         Self {
             roots,
             terminal,
             recorder,
             agents,
+            seen,
         }
+    }
+}
+
+/// Handlers of the Files connector.
+#[derive(Debug, Clone)]
+pub struct FilesTools {
+    roots: Arc<LiveRoots>,
+    seen: Arc<ReadState>,
+}
+
+impl FilesTools {
+    /// Files handlers: files confined by `roots`; edits by line checked against `seen`.
+    pub fn new(roots: Arc<LiveRoots>, seen: Arc<ReadState>) -> Self {
+        Self { roots, seen }
+    }
+}
+
+impl generated::files::FilesHandlers for FilesTools {
+    async fn file(
+        &self,
+        call: Authorized<generated::files::FileArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<generated::files::FileOutput>, ToolError> {
+        let roots = self.roots.get();
+        let seen = self.seen.clone();
+        let cx = cx.clone();
+        let args = call.into_inner();
+        blocking(move || file::run(&roots, &cx, &seen, args)).await?
     }
 }
 
@@ -96,12 +132,13 @@ impl CoreHandlers for CoreTools {
         let args = call.into_inner();
         if read::is_quick(&args) {
             // A few plain files: cheaper to read right here than to hand the worker off.
-            return read::run(&self.roots.get(), &self.terminal, cx, args);
+            return read::run(&self.roots.get(), &self.terminal, &self.seen, cx, args);
         }
         let roots = self.roots.get();
         let outputs = self.terminal.clone();
+        let seen = self.seen.clone();
         let cx = cx.clone();
-        blocking(move || read::run(&roots, &outputs, &cx, args)).await?
+        blocking(move || read::run(&roots, &outputs, &seen, &cx, args)).await?
     }
 
     async fn view_image(
@@ -175,3 +212,5 @@ impl CoreHandlers for CoreTools {
 }
 
 pub use desktop::DesktopTools;
+pub use gateway::{GatewayTools, server_name_ok};
+pub use zodex::ZodexTools;

@@ -208,6 +208,7 @@ fn authorize_path(
 pub(super) fn run(
     roots: &Roots,
     outputs: &terminal::Registry,
+    seen: &crate::read_state::ReadState,
     cx: &CallContext,
     args: ReadArgs,
 ) -> Result<Reply<ReadOutput>, ToolError> {
@@ -272,7 +273,7 @@ pub(super) fn run(
                     format!("{}: no such file or directory", req.path),
                 ),
             )),
-            Kind::Special => entries.push(error_entry(
+            Kind::Special | Kind::Link => entries.push(error_entry(
                 &req.path,
                 &ToolError::new(
                     ErrorCode::PathNotAllowed,
@@ -314,6 +315,9 @@ pub(super) fn run(
                 let budget = per_file.min(remaining);
                 match fs::read_text(&target, req.start, req.end, budget) {
                     Ok(Loaded::Text(slice)) => {
+                        if let Some(v) = slice.version {
+                            seen.saw(&target.path, v);
+                        }
                         remaining = remaining.saturating_sub(slice.text.len());
                         let mut e = entry(&req.path, ReadEntryKind::Text);
                         if let Some(next) = slice.next_start_line {

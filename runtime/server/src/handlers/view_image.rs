@@ -48,7 +48,7 @@ pub(super) fn run(
                 args.path
             )));
         }
-        Kind::Special => {
+        Kind::Special | Kind::Link => {
             return Err(ToolError::new(
                 ErrorCode::PathNotAllowed,
                 format!("{}: not a regular file", args.path),

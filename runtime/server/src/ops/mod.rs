@@ -7,5 +7,6 @@ pub mod image;
 pub mod peer;
 pub mod process_limits;
 pub mod search;
+pub mod upstream;
 
 pub use confine::{fs, path_policy};
