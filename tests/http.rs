@@ -435,3 +435,59 @@ async fn a_real_client_works_through_the_bearer_endpoint_too() {
     assert!(!is_error(&r), "{}", text(&r));
     client.cancel().await.unwrap();
 }
+
+/// `gantry config <client> --connector NAME` for every connector surface.toml declares: the
+/// stdio setup serves that connector, the ChatGPT setup names its own URL and secret, and a
+/// name that is no connector is refused with the list.
+#[tokio::test]
+async fn every_connector_gets_its_own_setup() {
+    let sb = Sandbox::new();
+    let server = sb.http(&[]).await;
+    let run = |client: &str, connector: &str| {
+        std::process::Command::new(gantry())
+            .args(["config", client, "--connector", connector])
+            .args(sb.args())
+            .output()
+            .unwrap()
+    };
+    let display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
+    for c in generated::CONNECTORS {
+        let out = run("codex", c.name);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let codex: toml::Table = String::from_utf8(out.stdout).unwrap().parse().unwrap();
+        let args = codex["mcp_servers"][&format!("gantry-{}", c.name)]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect::<Vec<_>>();
+        assert_eq!(
+            args[..4],
+            ["serve", "--stdio", "--connector", c.name],
+            "{args:?}"
+        );
+        if c.name == generated::desktop::NAME && !display {
+            continue;
+        }
+        let out = run("chatgpt", c.name);
+        let text = String::from_utf8(out.stdout).unwrap();
+        let token = server.token(c.name);
+        assert!(
+            text.contains(&format!("/{token}/mcp")),
+            "{}: {text}",
+            c.name
+        );
+    }
+    let out = run("codex", "nope");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let names: Vec<&str> = generated::CONNECTORS.iter().map(|c| c.name).collect();
+    assert!(
+        err.contains(&format!("possible values: {}", names.join(", "))),
+        "{err}"
+    );
+}
