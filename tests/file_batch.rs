@@ -171,6 +171,31 @@ async fn a_link_is_deleted_not_what_it_points_to() {
     client.cancel().await.unwrap();
 }
 
+/// A link to gantry's own state directory (or to anything at or above gantry's files) is
+/// never removed: its removal would change where gantry keeps its tokens.
+#[tokio::test]
+async fn a_link_to_gantrys_own_files_is_never_deleted() {
+    let sb = Sandbox::new();
+    std::os::unix::fs::symlink(sb.path("state"), sb.root().join("state-link")).unwrap();
+    std::os::unix::fs::symlink(sb.path(""), sb.root().join("above-link")).unwrap();
+    let client = files(&sb).await;
+    for link in ["state-link", "above-link"] {
+        let r = call(
+            &client,
+            "file",
+            json!({ "queries": [q("delete", link, json!({}))] }),
+        )
+        .await;
+        assert!(
+            text(&r).starts_with("PATH_NOT_ALLOWED"),
+            "{link}: {}",
+            text(&r)
+        );
+        assert!(std::fs::symlink_metadata(sb.root().join(link)).is_ok());
+    }
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn edits_by_line_need_the_file_as_gantry_last_showed_it() {
     let sb = Sandbox::new();

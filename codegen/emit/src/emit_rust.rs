@@ -471,6 +471,22 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
             format!("Cedar action of tool `{name}`: `Action::\"{id}\"`.")
         };
         action_consts.push(quote!(#[doc = #d] pub const #cname: tool_api::ActionId = tool_api::ActionId::new(#id);));
+        // A tool without operations whose every permission mutates is a write as a whole:
+        // code that writes through it asks for this typed constant.
+        let writes = !t.requires.is_empty()
+            && t.requires.iter().all(|r| {
+                surface
+                    .permissions
+                    .iter()
+                    .any(|p| &p.name == r && p.mutates)
+            });
+        if t.operations.is_empty() && writes {
+            let wname = format_ident!("{}_WRITE", t.rust_name().to_shouty_snake_case());
+            let d = format!(
+                "The action of `{name}`, typed as a write (every permission it needs mutates)."
+            );
+            action_consts.push(quote!(#[doc = #d] pub const #wname: tool_api::TypedAction<tool_api::Writes> = tool_api::TypedAction::generated(tool_api::ActionId::new(#id));));
+        }
         if !t.limits.is_empty() {
             let m = ident(&t.rust_name());
             let consts = t.limits.iter().map(|(k, v)| {

@@ -148,6 +148,71 @@ mod imp {
         rustix::fs::unlinkat(&dir, a.name.as_os_str(), AtFlags::empty()).map_err(map)
     }
 
+    /// Makes the directory; with `parents`, missing ones above it too, and one already
+    /// there is fine. False when it was there already.
+    pub fn make_dir(a: &Anchored, parents: bool) -> io::Result<bool> {
+        let dir = parent(a, parents)?;
+        match rustix::fs::mkdirat(&dir, a.name.as_os_str(), Mode::from_bits_truncate(0o777)) {
+            Ok(()) => Ok(true),
+            Err(Errno::EXIST) if parents => {
+                let stat = rustix::fs::statat(&dir, a.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(map)?;
+                if rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                    == rustix::fs::FileType::Directory
+                {
+                    Ok(false)
+                } else {
+                    Err(io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        "something other than a directory is there",
+                    ))
+                }
+            }
+            Err(e) => Err(map(e)),
+        }
+    }
+
+    /// Moves a regular file or a symbolic link (never a directory) to `to`, which must not
+    /// exist; missing directories above `to` are made.
+    pub fn move_entry(from: &Anchored, to: &Anchored) -> io::Result<()> {
+        let src = parent(from, false)?;
+        let stat = rustix::fs::statat(&src, from.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(map)?;
+        let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
+        if kind != rustix::fs::FileType::RegularFile && kind != rustix::fs::FileType::Symlink {
+            return Err(io::Error::other("not a file or a symbolic link"));
+        }
+        let dst = parent(to, true)?;
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            rustix::fs::renameat_with(
+                &src,
+                from.name.as_os_str(),
+                &dst,
+                to.name.as_os_str(),
+                rustix::fs::RenameFlags::NOREPLACE,
+            )
+            .map_err(|e| {
+                if e == Errno::EXIST {
+                    io::Error::new(io::ErrorKind::AlreadyExists, "the destination exists")
+                } else {
+                    map(e)
+                }
+            })
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        {
+            if rustix::fs::statat(&dst, to.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "the destination exists",
+                ));
+            }
+            rustix::fs::renameat(&src, from.name.as_os_str(), &dst, to.name.as_os_str())
+                .map_err(map)
+        }
+    }
+
     pub fn remove_link(a: &Anchored) -> io::Result<()> {
         let dir = parent(a, false)?;
         let stat =
@@ -225,6 +290,45 @@ mod imp {
         std::fs::remove_file(full(a))
     }
 
+    pub fn make_dir(a: &Anchored, parents: bool) -> io::Result<bool> {
+        let mut dir = a.root.clone();
+        dir.extend(&a.dirs);
+        if parents {
+            std::fs::create_dir_all(&dir)?;
+        }
+        recheck(a)?;
+        match std::fs::create_dir(full(a)) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && parents => {
+                if std::fs::symlink_metadata(full(a))?.is_dir() {
+                    Ok(false)
+                } else {
+                    Err(e)
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn move_entry(from: &Anchored, to: &Anchored) -> io::Result<()> {
+        recheck(from)?;
+        let meta = std::fs::symlink_metadata(full(from))?;
+        if !(meta.is_file() || meta.file_type().is_symlink()) {
+            return Err(io::Error::other("not a file or a symbolic link"));
+        }
+        let mut dir = to.root.clone();
+        dir.extend(&to.dirs);
+        std::fs::create_dir_all(&dir)?;
+        recheck(to)?;
+        if std::fs::symlink_metadata(full(to)).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "the destination exists",
+            ));
+        }
+        std::fs::rename(full(from), full(to))
+    }
+
     pub fn remove_link(a: &Anchored) -> io::Result<()> {
         recheck(a)?;
         let meta = std::fs::symlink_metadata(full(a))?;
@@ -247,4 +351,4 @@ fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
     tmp
 }
 
-pub use imp::{open_read, remove, remove_link, write};
+pub use imp::{make_dir, move_entry, open_read, remove, remove_link, write};

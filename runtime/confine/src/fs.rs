@@ -67,6 +67,17 @@ pub fn write_atomic(
     beneath::write(&anchored(&permit.0)?, contents, mode)
 }
 
+/// Makes a directory beneath its root (`parents`: and missing ones above it; one already
+/// there is then fine). False when it was there.
+pub fn make_dir(permit: &WritePermit, parents: bool) -> std::io::Result<bool> {
+    beneath::make_dir(&anchored(&permit.0)?, parents)
+}
+
+/// Moves a file or symbolic link to a path that does not exist yet, both beneath their roots.
+pub fn move_entry(from: &WritePermit, to: &WritePermit) -> std::io::Result<()> {
+    beneath::move_entry(&anchored(&from.0)?, &anchored(&to.0)?)
+}
+
 /// Removes a symbolic link (never what it points to) beneath its root.
 pub fn remove_link(permit: &WritePermit) -> std::io::Result<()> {
     beneath::remove_link(&anchored(&permit.0)?)
@@ -185,13 +196,24 @@ pub struct Version {
     pub len: u64,
     /// Last modification.
     pub modified: Option<SystemTime>,
+    /// Inode and last status change (Unix): a rewrite that restores size and modification
+    /// time (`cp -p`, `touch -r`) still changes them.
+    pub changed: Option<(u64, i64, i64)>,
 }
 
 impl Version {
     fn of(m: &std::fs::Metadata) -> Version {
+        #[cfg(unix)]
+        let changed = {
+            use std::os::unix::fs::MetadataExt as _;
+            Some((m.ino(), m.ctime(), m.ctime_nsec()))
+        };
+        #[cfg(not(unix))]
+        let changed = None;
         Version {
             len: m.len(),
             modified: m.modified().ok(),
+            changed,
         }
     }
 }

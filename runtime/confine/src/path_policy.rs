@@ -77,6 +77,10 @@ pub struct Roots {
     owned: Vec<PathBuf>,
     /// Paths below `owned` the tools may still reach.
     owned_except: Vec<PathBuf>,
+    /// gantry's own files and every directory above them, each as [`Roots::resolve_entry`]
+    /// places a link (its parent canonical, its own name kept): a link there is never
+    /// removed, since its removal would change where gantry's files are.
+    owned_entries: Vec<PathBuf>,
 }
 
 impl Roots {
@@ -100,6 +104,7 @@ impl Roots {
             roots,
             owned: Vec::new(),
             owned_except: Vec::new(),
+            owned_entries: Vec::new(),
         })
     }
 
@@ -114,6 +119,14 @@ impl Roots {
             |p: &PathBuf| resolve_os(p).map_or_else(|_| p.clone(), |(canonical, _)| canonical);
         self.owned.extend(paths.iter().map(place));
         self.owned_except.extend(except.iter().map(place));
+        for p in paths {
+            for a in p.ancestors() {
+                if let (Some(parent), Some(name)) = (a.parent(), a.file_name()) {
+                    self.owned_entries
+                        .push(place(&parent.to_path_buf()).join(name));
+                }
+            }
+        }
         self
     }
 
@@ -173,20 +186,37 @@ impl Roots {
         } else {
             base.unwrap_or(self.first()).join(raw)
         };
-        let is_link =
-            std::fs::symlink_metadata(&absolute).is_ok_and(|m| m.file_type().is_symlink());
+        // What `resolve` refuses, it refuses here too, before the filesystem is asked.
+        let refused = given.is_empty()
+            || given.contains('\0')
+            || (cfg!(windows) && crate::winpath::check(given).is_err());
+        let is_link = !refused
+            && std::fs::symlink_metadata(&absolute).is_ok_and(|m| m.file_type().is_symlink());
         let (Some(parent), Some(name), true) = (absolute.parent(), absolute.file_name(), is_link)
         else {
             return self.resolve(given, base);
         };
         let dir = self.resolve(&parent.to_string_lossy(), None)?;
-        if dir.kind != Kind::Dir {
-            return self.resolve(given, base);
-        }
-        let path = dir.path.join(name);
+        let path = if dir.inside_root {
+            if dir.kind != Kind::Dir {
+                return self.resolve(given, base);
+            }
+            dir.path.join(name)
+        } else {
+            // Outside the roots the link is refused as itself, never followed.
+            absolute.clone()
+        };
+        // Whether removing the link would move one of gantry's files: it is one of them or
+        // above them as configured, or it points at or above one.
+        let followed = self.resolve(given, base).ok();
+        let guards_owned = followed
+            .as_ref()
+            .is_some_and(|f| f.gantry_owned || self.owned.iter().any(|o| within(&f.path, o)));
         Ok(Resolved {
             given: given.to_string(),
-            gantry_owned: self.is_gantry_owned(&path),
+            gantry_owned: self.is_gantry_owned(&path)
+                || guards_owned
+                || self.owned_entries.contains(&path),
             path,
             inside_root: dir.inside_root,
             root: dir.root,

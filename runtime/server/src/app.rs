@@ -11,7 +11,7 @@ use tool_api::{Platform, ToolSpec};
 use crate::audit::Audit;
 use crate::cli::CommonArgs;
 use crate::config::Settings;
-use crate::handlers::{CoreTools, DesktopTools, FilesTools, GatewayTools, ZodexTools};
+use crate::handlers::{CoreTools, DesktopTools, FilesTools, GatewayTools, ShellTools, ZodexTools};
 use crate::ops::path_policy::Roots;
 use crate::permissions::PermissionState;
 use crate::policy_set;
@@ -90,7 +90,8 @@ pub struct App {
     /// precedence when it changes).
     args: CommonArgs,
     /// Tool handlers, one set per connector.
-    pub handlers: Handlers<CoreTools, DesktopTools, ZodexTools, FilesTools, GatewayTools>,
+    pub handlers:
+        Handlers<CoreTools, DesktopTools, ZodexTools, FilesTools, ShellTools, GatewayTools>,
     /// The audit log.
     pub audit: Audit,
     /// Every tool's MCP definition, in declaration order.
@@ -322,6 +323,11 @@ impl App {
         let recorder = Arc::new(crate::recorder::Recorder::open(&settings));
         let seen = Arc::new(crate::read_state::ReadState::default());
         let gateway = GatewayTools::new(settings.gateway_servers.clone());
+        let shell = ShellTools::new(
+            roots.clone(),
+            terminal.clone(),
+            settings.shell_allowed_commands.clone(),
+        );
         let zodex = ZodexTools::new(
             roots.clone(),
             terminal.clone(),
@@ -351,6 +357,7 @@ impl App {
                 desktop,
                 zodex,
                 files: FilesTools::new(roots.clone(), seen),
+                shell,
                 gateway,
             },
             audit,
@@ -515,6 +522,11 @@ impl App {
                 if s.desktop_yield_to_user != self.settings.desktop_yield_to_user {
                     tracing::warn!(
                         "[desktop] changed in the config file: restart gantry for it to apply"
+                    );
+                }
+                if s.shell_allowed_commands != self.settings.shell_allowed_commands {
+                    tracing::warn!(
+                        "[shell] changed in the config file: restart gantry for it to apply"
                     );
                 }
                 if s.gateway_servers != self.settings.gateway_servers {

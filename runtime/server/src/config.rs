@@ -63,6 +63,7 @@ struct ConfigFile {
     session: Option<SessionSection>,
     desktop: Option<DesktopSection>,
     zodex: Option<ZodexSection>,
+    shell: Option<ShellSection>,
     gateway: Option<GatewaySection>,
     agents: Option<crate::agents::AgentsSection>,
     /// Per connector: `"all"` (default) or `"progressive"`.
@@ -103,6 +104,15 @@ struct ZodexSection {
     /// A workdir's first command also says whether it has AGENTS.md and which skills
     /// `.agents/skills` holds (default on).
     workdir_context: Option<bool>,
+}
+
+/// `[shell]`: what the Shell connector's `shell.exec` may run.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShellSection {
+    /// Programs by the name `shell.exec` is given (`git`, `/usr/bin/make`); `"*"` allows any.
+    #[serde(default)]
+    allowed_commands: Vec<String>,
 }
 
 /// `[gateway]`: the upstream MCP servers the Gateway connector serves.
@@ -181,6 +191,8 @@ pub struct Settings {
     pub desktop_yield_to_user: bool,
     /// The Zodex connector's first command in a workdir tells of its AGENTS.md and skills.
     pub zodex_workdir_context: bool,
+    /// The programs the Shell connector's `shell.exec` may run (`*`: any).
+    pub shell_allowed_commands: Vec<String>,
     /// The Gateway connector's upstream servers, by name.
     pub gateway_servers: Vec<(String, crate::ops::upstream::UpstreamConfig)>,
     /// Worker agents: slots, ceiling, kinds.
@@ -578,6 +590,18 @@ impl Settings {
                 && (!server.args.is_empty() || !server.env.is_empty() || server.cwd.is_some())
             {
                 Some("`args`, `env` and `cwd` go with `command`, not `url`".into())
+            } else if server.bearer_token_env.is_some()
+                && server.url.as_deref().is_some_and(|u| {
+                    u.starts_with("http://")
+                        && !["http://127.0.0.1", "http://localhost", "http://[::1]"]
+                            .iter()
+                            .any(|l| {
+                                u.strip_prefix(l)
+                                    .is_some_and(|r| r.is_empty() || r.starts_with([':', '/']))
+                            })
+                })
+            {
+                Some("a bearer token goes only over https://, or http:// to this machine (127.0.0.1, localhost, [::1])".into())
             } else if let Err(e) = server.timeout() {
                 Some(e)
             } else if server.command.is_some() && server.bearer_token_env.is_some() {
@@ -639,6 +663,7 @@ impl Settings {
                 .and_then(|d| d.yield_to_user)
                 .unwrap_or(true),
             gateway_servers,
+            shell_allowed_commands: file.shell.map(|s| s.allowed_commands).unwrap_or_default(),
             zodex_workdir_context: file
                 .zodex
                 .as_ref()

@@ -240,6 +240,8 @@ fn main() -> ExitCode {
                     Err(e) => return fail(&[e]),
                 }
             };
+            // Before any thread: no command, worker or upstream inherits an upstream's token.
+            gantry::ops::upstream::take_tokens(&settings.gateway_servers);
             let app = match App::start(settings, args.common.clone()) {
                 Ok(a) => Arc::new(a),
                 Err(e) => return fail(&e),

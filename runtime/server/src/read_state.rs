@@ -66,6 +66,7 @@ mod tests {
         Version {
             len,
             modified: None,
+            changed: None,
         }
     }
 

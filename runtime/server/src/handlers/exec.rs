@@ -37,7 +37,7 @@ fn budget(tokens: Option<i64>) -> usize {
     t.saturating_mul(4)
 }
 
-fn check_env(env: &BTreeMap<String, String>) -> Result<(), ToolError> {
+pub(super) fn check_env(env: &BTreeMap<String, String>) -> Result<(), ToolError> {
     if env.len() > limits::exec_command::MAX_ENV_VARS {
         return Err(ToolError::invalid_input(format!(
             "env: {} variables, at most {} allowed",

@@ -133,6 +133,18 @@ impl Planner<'_> {
 
     fn read(&mut self, target: &WritePermit) -> Result<(Text, u32, fs::Version), ToolError> {
         let max = limits::file::MAX_FILE.get();
+        // One batch holds at most half the memory ceiling: past that it would wait on room
+        // only its own end could free, and keep every other call out meanwhile.
+        let holding: u64 = self.held.iter().map(tool_api::memory::Held::amount).sum();
+        if holding > tool_api::memory::HEAVY_BYTES / 2 {
+            return Err(ToolError::new(
+                ErrorCode::OutputLimit,
+                format!(
+                    "the batch's files need more than {} MiB of memory together; split the batch",
+                    (tool_api::memory::HEAVY_BYTES / 2) >> 20
+                ),
+            ));
+        }
         let version = fs::version(target.target()).map_err(|e| ToolError::os("cannot open", &e))?;
         let whole = fs::read_all(target.target(), max, 3).map_err(|e| match e.kind() {
             std::io::ErrorKind::FileTooLarge => ToolError::new(
@@ -430,7 +442,14 @@ fn run_step(step: &Step) -> Result<(), ToolError> {
             mode,
             expected,
         } => {
-            // Between the plan and now, another writer must not have changed it.
+            // Between the plan and now, another writer must not have changed it, nor made
+            // what the plan found missing.
+            if expected.is_none() && fs::version(target.target()).is_ok() {
+                return Err(ToolError::new(
+                    ErrorCode::Stale,
+                    "created by someone else while the batch ran; not replaced",
+                ));
+            }
             if let Some(v) = expected {
                 let now =
                     fs::version(target.target()).map_err(|e| ToolError::os("cannot open", &e))?;

@@ -31,6 +31,9 @@ pub fn server_name_ok(name: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         && !name.contains(SEPARATOR)
+        // `a_` with tool `b` and `a` with tool `_b` would both list as `a___b`.
+        && !name.starts_with('_')
+        && !name.ends_with('_')
 }
 
 fn listed_name_ok(name: &str) -> bool {
@@ -188,6 +191,10 @@ impl GatewayHandlers for GatewayTools {
         cx: &CallContext,
     ) -> Result<Encoded, ToolError> {
         let unknown = || ToolError::unknown_tool(name);
+        // Only a name that could have been listed: none is reached that tools/list leaves out.
+        if !listed_name_ok(name) {
+            return Err(unknown());
+        }
         let (server, tool) = name.split_once(SEPARATOR).ok_or_else(unknown)?;
         let upstream = self
             .upstreams

@@ -10,6 +10,7 @@ mod find;
 mod gateway;
 mod read;
 mod session;
+mod shell;
 mod view_image;
 mod zodex;
 
@@ -213,4 +214,5 @@ impl CoreHandlers for CoreTools {
 
 pub use desktop::DesktopTools;
 pub use gateway::{GatewayTools, server_name_ok};
+pub use shell::ShellTools;
 pub use zodex::ZodexTools;

@@ -172,7 +172,13 @@ impl ZodexTools {
         }
         let allowed = |p: PathBuf| -> Option<Authorized<Resolved>> {
             let resolved = roots.resolve(&p.to_string_lossy(), None).ok()?;
-            cx.authorize(actions::EXEC_COMMAND, &resolved.resource(), resolved)
+            // Asked first, so a file the policies keep out is skipped without a denial in
+            // the audit of a command that ran.
+            let resource = resolved.resource();
+            if !cx.permits(actions::EXEC_COMMAND, &resource) {
+                return None;
+            }
+            cx.authorize(actions::EXEC_COMMAND, &resource, resolved)
                 .ok()
         };
         let mut lines = Vec::new();
@@ -231,7 +237,7 @@ fn skill_catalog(
             let mut line = format!(
                 "- {} (.agents/skills/{}/SKILL.md)",
                 one_line(name, 64),
-                e.name
+                one_line(&e.name, 64)
             );
             if let Some(d) = description {
                 line.push_str(": ");
@@ -368,7 +374,11 @@ impl ZodexHandlers for ZodexTools {
                 });
             }
         }
-        let context = self.context(&self.roots.get(), cx, &cwd);
+        // Reads files: off the async thread, which on stdio is the connection's only one.
+        let context = {
+            let (tools, roots, cx) = (self.clone(), self.roots.get(), cx.clone());
+            super::blocking(move || tools.context(&roots, &cx, &cwd)).await?
+        };
         let (result, text) = self.result(outcome, None, timed_out, context)?;
         Ok(Reply::rendered(result, text))
     }

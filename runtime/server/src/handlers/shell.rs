@@ -1,0 +1,551 @@
+//! The Shell connector (seed 002, chatgpt-mcp): dotted tools on Core's path policy,
+//! permissions and Cedar rules. Files through `ops::fs` with permits on the resolved paths;
+//! `shell.exec` through `ops::program`, one allow-listed program and its argv, no shell.
+
+use std::sync::Arc;
+
+use generated::resources::{Process, Program};
+use generated::shell::{
+    FsDeleteArgs, FsDeleteOutput, FsListArgs, FsListOutput, FsMkdirArgs, FsMkdirOutput, FsMoveArgs,
+    FsMoveOutput, FsReadArgs, FsReadOutput, FsWriteArgs, FsWriteArgsMode, FsWriteOperation,
+    FsWriteOutput, ProcessKillArgs, ProcessKillArgsSignal, ProcessKillOutput, ProcessListArgs,
+    ProcessListOutput, ShellExecArgs, ShellExecOutput, ShellHandlers, SystemInfoArgs,
+    SystemInfoOutput, actions, limits,
+};
+use generated::types::{FsEntry, FsEntryType, ProcessInfo, ProcessInfoKind};
+use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
+
+use crate::app::LiveRoots;
+use crate::ops::exec::DISPLAY_VARS;
+use crate::ops::fs::{self, WritePermit};
+use crate::ops::path_policy::{Kind, Resolved, Roots};
+use crate::ops::program::{self, ProgramRun, Programs};
+
+/// Handlers of the Shell connector.
+#[derive(Debug, Clone)]
+pub struct ShellTools {
+    roots: Arc<LiveRoots>,
+    terminal: Arc<terminal::Registry>,
+    programs: Arc<Programs>,
+    /// `[shell] allowed_commands`; `*` allows any.
+    allowed: Arc<Vec<String>>,
+}
+
+impl ShellTools {
+    /// Shell handlers: files confined by `roots`, sessions of `terminal` listed, programs
+    /// from `allowed` run.
+    pub fn new(
+        roots: Arc<LiveRoots>,
+        terminal: Arc<terminal::Registry>,
+        allowed: Vec<String>,
+    ) -> Self {
+        Self {
+            roots,
+            terminal,
+            programs: Arc::default(),
+            allowed: Arc::new(allowed),
+        }
+    }
+
+    fn allows(&self, command: &str) -> bool {
+        self.allowed.iter().any(|a| a == "*" || a == command)
+    }
+}
+
+fn with_path(given: &str, roots: &Roots, e: ToolError) -> ToolError {
+    let roots = if e.code == ErrorCode::PathNotAllowed {
+        format!(" ({} approved root(s))", roots.len())
+    } else {
+        String::new()
+    };
+    ToolError::new(e.code, format!("{given}: {}{roots}", e.message))
+}
+
+/// Resolves and authorizes `given` for reading with `action`.
+fn readable(
+    roots: &Roots,
+    cx: &CallContext,
+    action: tool_api::ActionId,
+    given: &str,
+) -> Result<Authorized<Resolved>, ToolError> {
+    let resolved = roots.resolve(given, None)?;
+    cx.authorize(action, &resolved.resource(), resolved)
+        .map_err(|e| with_path(given, roots, e))
+}
+
+fn permit(
+    roots: &Roots,
+    cx: &CallContext,
+    action: tool_api::TypedAction<tool_api::Writes>,
+    target: Resolved,
+) -> Result<WritePermit, ToolError> {
+    let given = target.given.clone();
+    WritePermit::authorize(cx, action, target).map_err(|e| with_path(&given, roots, e))
+}
+
+fn io(given: &str, what: &str, e: &std::io::Error) -> ToolError {
+    match e.kind() {
+        std::io::ErrorKind::AlreadyExists => {
+            ToolError::invalid_input(format!("{given}: {what}: it already exists"))
+        }
+        std::io::ErrorKind::NotFound => ToolError::new(
+            ErrorCode::NotFound,
+            format!("{given}: {what}: no such file or directory"),
+        ),
+        _ => ToolError::os(format!("{given}: {what}"), e),
+    }
+}
+
+/// A tool of this connector as `system.info` names it, and whether its action is permitted.
+fn capabilities(cx: &CallContext) -> std::collections::BTreeMap<String, String> {
+    generated::TOOLS
+        .iter()
+        .filter(|t| t.connector == generated::shell::NAME)
+        .map(|t| {
+            let on = cx.permits(tool_api::ActionId::new(t.id), &tool_api::Host);
+            (
+                t.name.to_string(),
+                if on { "on" } else { "off" }.to_string(),
+            )
+        })
+        .collect()
+}
+
+impl ShellHandlers for ShellTools {
+    async fn system_info(
+        &self,
+        _call: Authorized<SystemInfoArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<SystemInfoOutput>, ToolError> {
+        let roots = self.roots.get();
+        let host = crate::ops::host::facts();
+        Ok(Reply::new(SystemInfoOutput {
+            hostname: host.hostname,
+            platform: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+            os_release: host.release,
+            uptime_s: host.uptime_s,
+            cwd: roots.first().display().to_string(),
+            roots: roots
+                .all()
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect(),
+            capabilities: capabilities(cx),
+        }))
+    }
+
+    async fn fs_list(
+        &self,
+        call: Authorized<FsListArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<FsListOutput>, ToolError> {
+        let roots = self.roots.get();
+        let args = call.into_inner();
+        let dir = readable(&roots, cx, actions::FS_LIST, &args.path)?;
+        if dir.kind != Kind::Dir {
+            return Err(ToolError::invalid_input(format!(
+                "{}: not a directory",
+                args.path
+            )));
+        }
+        let max = limits::fs_list::MAX_ENTRIES;
+        let (entries, total) = super::blocking(move || fs::list_dir(&dir, max))
+            .await?
+            .map_err(|e| io(&args.path, "cannot list", &e))?;
+        let entries: Vec<FsEntry> = entries
+            .into_iter()
+            .map(|e| FsEntry {
+                r#type: match e.kind {
+                    "file" => FsEntryType::File,
+                    "dir" => FsEntryType::Directory,
+                    "symlink" => FsEntryType::Symlink,
+                    _ => FsEntryType::Other,
+                },
+                name: e.name,
+                size: e.size.and_then(|s| i64::try_from(s).ok()),
+                mtime: e.mtime,
+            })
+            .collect();
+        Ok(Reply::new(FsListOutput {
+            path: args.path,
+            truncated: total > entries.len(),
+            entries,
+        }))
+    }
+
+    async fn fs_read(
+        &self,
+        call: Authorized<FsReadArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<FsReadOutput>, ToolError> {
+        let roots = self.roots.get();
+        let args = call.into_inner();
+        let file = readable(&roots, cx, actions::FS_READ, &args.path)?;
+        if file.kind != Kind::File {
+            return Err(ToolError::invalid_input(format!(
+                "{}: not a file",
+                args.path
+            )));
+        }
+        let cap = limits::fs_read::MAX_READ.as_usize();
+        let max = args
+            .max_bytes
+            .and_then(|m| usize::try_from(m).ok())
+            .map_or(cap, |m| m.min(cap));
+        let path = args.path.clone();
+        let (bytes, size) = super::blocking(move || -> std::io::Result<(Vec<u8>, u64)> {
+            use std::io::Read as _;
+            let (f, _, size) = fs::open(&file)?;
+            let mut bytes = Vec::with_capacity(max.min(usize::try_from(size).unwrap_or(max)));
+            f.take(max as u64).read_to_end(&mut bytes)?;
+            Ok((bytes, size))
+        })
+        .await?
+        .map_err(|e| io(&path, "cannot read", &e))?;
+        if bytes.contains(&0) {
+            return Err(ToolError::invalid_input(format!("{path}: not a text file")));
+        }
+        let content = match String::from_utf8(bytes) {
+            Ok(s) => s,
+            // A cut may split the last character: keep what is whole.
+            Err(e) if e.utf8_error().error_len().is_none() => {
+                let valid = e.utf8_error().valid_up_to();
+                let mut b = e.into_bytes();
+                b.truncate(valid);
+                String::from_utf8(b).unwrap_or_default()
+            }
+            Err(_) => return Err(ToolError::invalid_input(format!("{path}: not UTF-8 text"))),
+        };
+        Ok(Reply::new(FsReadOutput {
+            truncated: (content.len() as u64) < size,
+            size: i64::try_from(size).unwrap_or(i64::MAX),
+            path,
+            content,
+        }))
+    }
+
+    async fn fs_write(
+        &self,
+        call: Authorized<FsWriteArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<FsWriteOutput>, ToolError> {
+        let roots = self.roots.get();
+        let args = call.into_inner();
+        if args.content.len() > limits::fs_write::MAX_WRITE.as_usize() {
+            return Err(ToolError::new(
+                ErrorCode::OutputLimit,
+                format!("content: over the limit of {}", limits::fs_write::MAX_WRITE),
+            ));
+        }
+        let target = roots.resolve(&args.path, None)?;
+        let mode = args.mode.unwrap_or(FsWriteArgsMode::Create);
+        let kind = target.kind;
+        let op = match mode {
+            FsWriteArgsMode::Create => FsWriteOperation::Create,
+            FsWriteArgsMode::Overwrite => FsWriteOperation::Overwrite,
+            FsWriteArgsMode::Append => FsWriteOperation::Append,
+        };
+        // Decided before anything is said about what is there.
+        let permit = permit(&roots, cx, op.write_action(), target)?;
+        match (mode, kind) {
+            (_, Kind::Dir) => {
+                return Err(ToolError::invalid_input(format!(
+                    "{}: is a directory",
+                    args.path
+                )));
+            }
+            (_, Kind::Special | Kind::Link) => {
+                return Err(ToolError::new(
+                    ErrorCode::PathNotAllowed,
+                    format!("{}: not a regular file", args.path),
+                ));
+            }
+            (FsWriteArgsMode::Create, Kind::File) => {
+                return Err(ToolError::invalid_input(format!(
+                    "{}: already exists; write it with mode overwrite or append",
+                    args.path
+                )));
+            }
+            (FsWriteArgsMode::Overwrite | FsWriteArgsMode::Append, Kind::Missing) => {
+                return Err(ToolError::new(
+                    ErrorCode::NotFound,
+                    format!("{}: no such file; create it with mode create", args.path),
+                ));
+            }
+            _ => {}
+        }
+        let path = args.path.clone();
+        let written = args.content.len();
+        super::blocking(move || -> Result<(), ToolError> {
+            let (contents, file_mode) = if mode == FsWriteArgsMode::Append {
+                let max = limits::fs_write::MAX_WRITE.get() * 4;
+                let whole = fs::read_all(permit.target(), max, 2)
+                    .map_err(|e| io(&path, "cannot read", &e))?;
+                let mut bytes = whole.bytes;
+                bytes.extend_from_slice(args.content.as_bytes());
+                (bytes, Some(whole.mode).filter(|m| *m != 0))
+            } else {
+                (args.content.into_bytes(), None)
+            };
+            fs::write_atomic(&permit, &contents, file_mode)
+                .map_err(|e| io(&path, "cannot write", &e))
+        })
+        .await??;
+        Ok(Reply::new(FsWriteOutput {
+            path: args.path,
+            bytes_written: i64::try_from(written).unwrap_or(i64::MAX),
+        }))
+    }
+
+    async fn fs_mkdir(
+        &self,
+        call: Authorized<FsMkdirArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<FsMkdirOutput>, ToolError> {
+        let roots = self.roots.get();
+        let args = call.into_inner();
+        let target = roots.resolve(&args.path, None)?;
+        let permit = permit(&roots, cx, actions::FS_MKDIR_WRITE, target)?;
+        let parents = args.recursive == Some(true);
+        let path = args.path.clone();
+        let created = super::blocking(move || fs::make_dir(&permit, parents))
+            .await?
+            .map_err(|e| io(&path, "cannot make the directory", &e))?;
+        Ok(Reply::new(FsMkdirOutput {
+            path: args.path,
+            created,
+        }))
+    }
+
+    async fn fs_move(
+        &self,
+        call: Authorized<FsMoveArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<FsMoveOutput>, ToolError> {
+        let roots = self.roots.get();
+        let args = call.into_inner();
+        let write = actions::FS_MOVE_WRITE;
+        let from = roots.resolve_entry(&args.source, None)?;
+        let to = roots.resolve_entry(&args.destination, None)?;
+        let (from_kind, to_kind) = (from.kind, to.kind);
+        let from = permit(&roots, cx, write, from)?;
+        let to = permit(&roots, cx, write, to)?;
+        match (from_kind, to_kind) {
+            (Kind::File | Kind::Link, Kind::Missing) => {}
+            (Kind::Missing, _) => {
+                return Err(ToolError::new(
+                    ErrorCode::NotFound,
+                    format!("{}: no such file", args.source),
+                ));
+            }
+            (Kind::Dir, _) => {
+                return Err(ToolError::invalid_input(format!(
+                    "{}: is a directory; fs.move moves files and links",
+                    args.source
+                )));
+            }
+            (Kind::Special, _) => {
+                return Err(ToolError::new(
+                    ErrorCode::PathNotAllowed,
+                    format!("{}: not a regular file", args.source),
+                ));
+            }
+            (_, _) => {
+                return Err(ToolError::invalid_input(format!(
+                    "{}: already exists; fs.move never replaces",
+                    args.destination
+                )));
+            }
+        }
+        let source = args.source.clone();
+        super::blocking(move || fs::move_entry(&from, &to))
+            .await?
+            .map_err(|e| io(&source, "cannot move", &e))?;
+        Ok(Reply::new(FsMoveOutput {
+            source: args.source,
+            destination: args.destination,
+        }))
+    }
+
+    async fn fs_delete(
+        &self,
+        call: Authorized<FsDeleteArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<FsDeleteOutput>, ToolError> {
+        let roots = self.roots.get();
+        let args = call.into_inner();
+        let target = roots.resolve_entry(&args.path, None)?;
+        let kind = target.kind;
+        let permit = permit(&roots, cx, actions::FS_DELETE_WRITE, target)?;
+        let path = args.path.clone();
+        let removed = match kind {
+            Kind::File => super::blocking(move || fs::remove_file(&permit)).await?,
+            Kind::Link => super::blocking(move || fs::remove_link(&permit)).await?,
+            Kind::Missing => {
+                return Err(ToolError::new(
+                    ErrorCode::NotFound,
+                    format!("{path}: no such file"),
+                ));
+            }
+            Kind::Dir => {
+                return Err(ToolError::invalid_input(format!(
+                    "{path}: is a directory; the write_delete permission deletes files and links only"
+                )));
+            }
+            Kind::Special => {
+                return Err(ToolError::new(
+                    ErrorCode::PathNotAllowed,
+                    format!("{path}: not a regular file"),
+                ));
+            }
+        };
+        removed.map_err(|e| io(&path, "cannot delete", &e))?;
+        Ok(Reply::new(FsDeleteOutput { path: args.path }))
+    }
+
+    async fn shell_exec(
+        &self,
+        call: Authorized<ShellExecArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<ShellExecOutput>, ToolError> {
+        let roots = self.roots.get();
+        let args = call.into_inner();
+        if args.command.is_empty() || args.command.contains('\0') {
+            return Err(ToolError::invalid_input("command: name a program"));
+        }
+        let cwd = match &args.cwd {
+            Some(c) => {
+                let dir = readable(&roots, cx, actions::SHELL_EXEC, c)?;
+                if dir.kind != Kind::Dir {
+                    return Err(ToolError::invalid_input(format!(
+                        "cwd: `{c}` is not a directory"
+                    )));
+                }
+                dir.into_inner().path
+            }
+            None => roots.first().to_path_buf(),
+        };
+        let env = args.env.unwrap_or_default();
+        super::exec::check_env(&env)?;
+        let allowed = self.allows(&args.command);
+        let display_env = env.keys().any(|k| DISPLAY_VARS.contains(&k.as_str()));
+        let probe = Program {
+            id: args.command.clone(),
+            allowed,
+            display_env: true,
+        };
+        let env_remove = if cx.permits(actions::SHELL_EXEC, &probe) {
+            Vec::new()
+        } else {
+            DISPLAY_VARS.iter().map(|v| (*v).to_string()).collect()
+        };
+        let max = limits::shell_exec::MAX_TIMEOUT.duration();
+        let timeout = args
+            .timeout_ms
+            .and_then(|ms| u64::try_from(ms).ok())
+            .map_or(
+                limits::shell_exec::DEFAULT_TIMEOUT.duration(),
+                std::time::Duration::from_millis,
+            )
+            .min(max);
+        let run = ProgramRun {
+            command: args.command.clone(),
+            args: args.args.unwrap_or_default(),
+            cwd,
+            env,
+            env_remove,
+            timeout,
+            max_output: limits::shell_exec::MAX_OUTPUT.as_usize(),
+        };
+        let resource = Program {
+            id: args.command,
+            allowed,
+            display_env,
+        };
+        let run = cx.authorize(actions::SHELL_EXEC, &resource, run)?;
+        let o = program::run(&self.programs, run).await?;
+        Ok(Reply::new(ShellExecOutput {
+            exit_code: o.exit_code.map(i64::from),
+            stdout: o.stdout,
+            stderr: o.stderr,
+            duration_ms: i64::try_from(o.duration.as_millis()).unwrap_or(i64::MAX),
+            timed_out: o.timed_out,
+            truncated: o.truncated,
+        }))
+    }
+
+    async fn process_list(
+        &self,
+        _call: Authorized<ProcessListArgs>,
+        _cx: &CallContext,
+    ) -> Result<Reply<ProcessListOutput>, ToolError> {
+        let mut processes: Vec<ProcessInfo> = self
+            .terminal
+            .list()
+            .into_iter()
+            .filter(|s| !s.exited)
+            .map(|s| ProcessInfo {
+                pid: i64::from(s.pid),
+                ppid: Some(i64::from(std::process::id())),
+                user: None,
+                command: s.command,
+                args: None,
+                kind: ProcessInfoKind::Session,
+            })
+            .collect();
+        processes.extend(
+            self.programs
+                .list()
+                .into_iter()
+                .map(|(pid, command, args)| ProcessInfo {
+                    pid: i64::from(pid),
+                    ppid: Some(i64::from(std::process::id())),
+                    user: None,
+                    command,
+                    args: Some(args),
+                    kind: ProcessInfoKind::Program,
+                }),
+        );
+        Ok(Reply::new(ProcessListOutput { processes }))
+    }
+
+    async fn process_kill(
+        &self,
+        call: Authorized<ProcessKillArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<ProcessKillOutput>, ToolError> {
+        let args = call.into_inner();
+        let pid = u32::try_from(args.pid)
+            .ok()
+            .filter(|p| *p > 1)
+            .ok_or_else(|| {
+                ToolError::invalid_input(format!("pid: {} is not a process id", args.pid))
+            })?;
+        let signal = args.signal.unwrap_or(ProcessKillArgsSignal::Term);
+        let session = self
+            .terminal
+            .list()
+            .into_iter()
+            .find(|s| s.pid == pid && !s.exited);
+        let program = self.programs.contains(pid);
+        let resource = Process {
+            id: pid.to_string(),
+            started_by_gantry: session.is_some() || program,
+        };
+        let pid = cx
+            .authorize(actions::PROCESS_KILL, &resource, pid)?
+            .into_inner();
+        match session {
+            // A command session ends as a whole, with its process tree.
+            Some(s) => {
+                self.terminal.end_any(s.id).await;
+            }
+            None => program::signal(pid, signal.as_str(), program)?,
+        }
+        Ok(Reply::new(ProcessKillOutput {
+            pid: i64::from(pid),
+            signal: signal.as_str().to_string(),
+        }))
+    }
+}

@@ -1,0 +1,36 @@
+//! Facts about the host for the Shell connector's `system.info`.
+
+/// What `system.info` reports of the machine.
+#[derive(Debug)]
+pub struct HostFacts {
+    /// The host's name.
+    pub hostname: String,
+    /// The kernel or OS release.
+    pub release: String,
+    /// Seconds since boot, where the platform says.
+    pub uptime_s: Option<i64>,
+}
+
+/// The host's name, release and uptime.
+pub fn facts() -> HostFacts {
+    #[cfg(unix)]
+    {
+        let u = rustix::system::uname();
+        let uptime_s = std::fs::read_to_string("/proc/uptime")
+            .ok()
+            .and_then(|t| t.split('.').next().and_then(|s| s.trim().parse().ok()));
+        HostFacts {
+            hostname: u.nodename().to_string_lossy().into_owned(),
+            release: u.release().to_string_lossy().into_owned(),
+            uptime_s,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        HostFacts {
+            hostname: std::env::var("COMPUTERNAME").unwrap_or_default(),
+            release: std::env::consts::OS.to_string(),
+            uptime_s: None,
+        }
+    }
+}
