@@ -45,3 +45,6 @@ mod file_batch;
 // Upstreams started with `sh` and `sleep`.
 #[cfg(unix)]
 mod gateway;
+// Starts POSIX programs and reads /proc.
+#[cfg(target_os = "linux")]
+mod shell;

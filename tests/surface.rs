@@ -166,7 +166,10 @@ fn normalize(v: &mut Value) {
             map.remove("$schema");
             map.remove("title");
             // A tool without arguments: `properties: {}` served, none derived.
-            if map.get("properties").is_some_and(|p| p.as_object().is_some_and(|o| o.is_empty())) {
+            if map
+                .get("properties")
+                .is_some_and(|p| p.as_object().is_some_and(|o| o.is_empty()))
+            {
                 map.remove("properties");
             }
             map.remove("format");

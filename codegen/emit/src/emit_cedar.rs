@@ -237,7 +237,12 @@ pub fn base_policies(surface: &Surface) -> String {
     }
     // A permission no tool needs (one policies read from the context, such as `kill_any`)
     // gates no action.
-    let needed = |p: &str| surface.tools.iter().any(|t| t.all_permissions().contains(&p));
+    let needed = |p: &str| {
+        surface
+            .tools
+            .iter()
+            .any(|t| t.all_permissions().contains(&p))
+    };
     for p in surface.permissions.iter().filter(|p| needed(&p.name)) {
         let _ = writeln!(w);
         let _ = writeln!(w, "@id(\"permission.{}\")", p.name);

@@ -1,0 +1,546 @@
+//! The Shell connector (seed 002, chatgpt-mcp) through a real MCP client: every tool, and the
+//! seed's list of required tests (§17), each named after the item it proves.
+
+use std::io::{BufRead as _, Write as _};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::{Sandbox, call, gantry, is_error, text};
+use rmcp::RoleClient;
+use rmcp::model::CallToolResult;
+use rmcp::service::RunningService;
+use serde_json::{Value, json};
+
+const ALLOW: &str = "[shell]\nallowed_commands = [\"echo\", \"sh\", \"sleep\", \"printenv\"]\n";
+
+async fn shell(sb: &Sandbox) -> RunningService<RoleClient, ()> {
+    sb.stdio(&["--connector", "shell"]).await
+}
+
+fn out(r: &CallToolResult) -> Value {
+    assert!(!is_error(r), "{}", text(r));
+    r.structured_content.clone().unwrap_or(Value::Null)
+}
+
+fn alive(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let zombie = stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3)) == Some("Z");
+        !zombie
+            && String::from_utf8_lossy(&cmd)
+                .replace('\0', " ")
+                .contains(marker)
+    })
+}
+
+async fn gone(marker: &str) {
+    for _ in 0..150 {
+        if !alive(marker) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("`{marker}` was left running");
+}
+
+/// §17.1: discovery exposes the enabled tools (and only those).
+#[tokio::test]
+async fn discovery_exposes_the_enabled_tools() {
+    let sb = Sandbox::new();
+    let client = shell(&sb).await;
+    let mut names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "fs.delete",
+            "fs.list",
+            "fs.mkdir",
+            "fs.move",
+            "fs.read",
+            "fs.write",
+            "process.kill",
+            "process.list",
+            "shell.exec",
+            "system.info"
+        ]
+    );
+    client.cancel().await.unwrap();
+    sb.config("[permissions]\nexec = false\nwrite_delete = false\n");
+    let client = shell(&sb).await;
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for hidden in ["shell.exec", "process.kill", "fs.delete"] {
+        assert!(!names.contains(&hidden.to_string()), "{names:?}");
+    }
+    client.cancel().await.unwrap();
+}
+
+/// §17.2: a disabled tool cannot execute, whatever the client sends.
+#[tokio::test]
+async fn disabled_tools_cannot_execute() {
+    let sb = Sandbox::new();
+    sb.write("secret.txt", "no\n");
+    sb.config(&format!(
+        "{ALLOW}[permissions]\nread = false\nexec = false\n"
+    ));
+    let client = shell(&sb).await;
+    let r = call(&client, "fs.read", json!({ "path": "secret.txt" })).await;
+    assert!(
+        text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("`read` permission is off"),
+        "{}",
+        text(&r)
+    );
+    let made = sb.root().join("made");
+    let r = call(
+        &client,
+        "shell.exec",
+        json!({ "command": "sh", "args": ["-c", format!("touch {}", made.display())] }),
+    )
+    .await;
+    assert!(text(&r).starts_with("PERMISSION_DENIED"), "{}", text(&r));
+    assert!(!made.exists());
+    client.cancel().await.unwrap();
+}
+
+/// §17.3: reads and writes inside a temporary root work, with the seed's field names.
+#[tokio::test]
+async fn files_inside_the_root_are_read_and_written() {
+    let sb = Sandbox::new();
+    let client = shell(&sb).await;
+    let o = out(&call(
+        &client,
+        "fs.mkdir",
+        json!({ "path": "a/b", "recursive": true }),
+    )
+    .await);
+    assert_eq!(o["created"], json!(true));
+    let o = out(&call(
+        &client,
+        "fs.write",
+        json!({ "path": "a/b/f.txt", "content": "one\n" }),
+    )
+    .await);
+    assert_eq!(o["bytes_written"], json!(4));
+    let r = call(
+        &client,
+        "fs.write",
+        json!({ "path": "a/b/f.txt", "content": "x" }),
+    )
+    .await;
+    assert!(text(&r).contains("already exists"), "{}", text(&r));
+    out(&call(
+        &client,
+        "fs.write",
+        json!({ "path": "a/b/f.txt", "content": "two\n", "mode": "append" }),
+    )
+    .await);
+    let o = out(&call(&client, "fs.read", json!({ "path": "a/b/f.txt" })).await);
+    assert_eq!(
+        (o["content"].as_str(), o["truncated"].as_bool()),
+        (Some("one\ntwo\n"), Some(false))
+    );
+    let o = out(&call(
+        &client,
+        "fs.read",
+        json!({ "path": "a/b/f.txt", "max_bytes": 3 }),
+    )
+    .await);
+    assert_eq!(
+        (o["content"].as_str(), o["truncated"].as_bool()),
+        (Some("one"), Some(true))
+    );
+    out(&call(
+        &client,
+        "fs.write",
+        json!({ "path": "a/b/f.txt", "content": "new\n", "mode": "overwrite" }),
+    )
+    .await);
+    out(&call(
+        &client,
+        "fs.move",
+        json!({ "source": "a/b/f.txt", "destination": "a/g.txt" }),
+    )
+    .await);
+    let o = out(&call(&client, "fs.list", json!({ "path": "a" })).await);
+    let entries: Vec<(String, String)> = o["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["type"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("b".to_string(), "directory".to_string()),
+            ("g.txt".to_string(), "file".to_string())
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.root().join("a/g.txt")).unwrap(),
+        "new\n"
+    );
+    out(&call(&client, "fs.delete", json!({ "path": "a/g.txt" })).await);
+    assert!(!sb.root().join("a/g.txt").exists());
+    let r = call(
+        &client,
+        "fs.delete",
+        json!({ "path": "a", "recursive": true }),
+    )
+    .await;
+    assert!(text(&r).contains("is a directory"), "{}", text(&r));
+    assert!(sb.root().join("a/b").is_dir());
+    let o = out(&call(&client, "system.info", json!({})).await);
+    assert_eq!(o["platform"], json!(std::env::consts::OS));
+    assert_eq!(
+        o["cwd"],
+        json!(sb.root().canonicalize().unwrap().display().to_string())
+    );
+    assert_eq!(o["capabilities"]["fs.read"], json!("on"));
+    client.cancel().await.unwrap();
+}
+
+/// §17.4: `..` cannot leave the root, for reads, writes, moves and the working directory.
+#[tokio::test]
+async fn traversal_outside_a_root_is_rejected() {
+    let sb = Sandbox::new();
+    sb.write("in.txt", "in\n");
+    let client = shell(&sb).await;
+    for (tool, args) in [
+        ("fs.read", json!({ "path": "../config.toml" })),
+        (
+            "fs.write",
+            json!({ "path": "../escaped.txt", "content": "x" }),
+        ),
+        ("fs.list", json!({ "path": ".." })),
+        (
+            "fs.move",
+            json!({ "source": "in.txt", "destination": "../moved.txt" }),
+        ),
+        ("fs.mkdir", json!({ "path": "../made" })),
+    ] {
+        let r = call(&client, tool, args).await;
+        assert!(
+            text(&r).starts_with("PATH_NOT_ALLOWED"),
+            "{tool}: {}",
+            text(&r)
+        );
+    }
+    assert!(
+        !sb.path("escaped.txt").exists()
+            && !sb.path("moved.txt").exists()
+            && !sb.path("made").exists()
+    );
+    assert!(sb.root().join("in.txt").exists());
+    client.cancel().await.unwrap();
+}
+
+/// §17.5: a symlink that leads out of the root does not take a read or a write with it.
+#[tokio::test]
+async fn a_symlink_escape_is_rejected() {
+    let sb = Sandbox::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "outside\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), sb.root().join("out")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), sb.root().join("s.txt")).unwrap();
+    let client = shell(&sb).await;
+    for (tool, args) in [
+        ("fs.read", json!({ "path": "out/secret.txt" })),
+        ("fs.read", json!({ "path": "s.txt" })),
+        (
+            "fs.write",
+            json!({ "path": "s.txt", "content": "x", "mode": "overwrite" }),
+        ),
+        ("fs.write", json!({ "path": "out/new.txt", "content": "x" })),
+    ] {
+        let r = call(&client, tool, args).await;
+        assert!(
+            text(&r).starts_with("PATH_NOT_ALLOWED"),
+            "{tool}: {}",
+            text(&r)
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+        "outside\n"
+    );
+    assert!(!outside.path().join("new.txt").exists());
+    client.cancel().await.unwrap();
+}
+
+/// §17.6: an allowed command runs, its argv passed as given (no shell between).
+#[tokio::test]
+async fn an_allowed_command_runs() {
+    let sb = Sandbox::new();
+    sb.config(ALLOW);
+    let client = shell(&sb).await;
+    let o = out(&call(
+        &client,
+        "shell.exec",
+        json!({ "command": "echo", "args": ["a b", "$HOME", ";", "c"] }),
+    )
+    .await);
+    assert_eq!(o["stdout"], json!("a b $HOME ; c\n"));
+    assert_eq!(
+        (o["exit_code"].clone(), o["timed_out"].clone()),
+        (json!(0), json!(false))
+    );
+    let o = out(&call(
+        &client,
+        "shell.exec",
+        json!({ "command": "sh", "args": ["-c", "echo err >&2; exit 3"] }),
+    )
+    .await);
+    assert_eq!(
+        (o["stderr"].clone(), o["exit_code"].clone()),
+        (json!("err\n"), json!(3))
+    );
+    // The desktop session stays out of its environment unless both desktop permissions are on.
+    sb.config(&format!("{ALLOW}[permissions]\nscreen = false\n"));
+    let client2 = shell(&sb).await;
+    let o = out(&call(
+        &client2,
+        "shell.exec",
+        json!({ "command": "printenv", "args": ["DISPLAY"] }),
+    )
+    .await);
+    assert_eq!(
+        (o["stdout"].clone(), o["exit_code"].clone()),
+        (json!(""), json!(1))
+    );
+    let r = call(
+        &client2,
+        "shell.exec",
+        json!({ "command": "echo", "env": { "DISPLAY": ":0" } }),
+    )
+    .await;
+    assert!(
+        text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("desktop session"),
+        "{}",
+        text(&r)
+    );
+    client.cancel().await.unwrap();
+    client2.cancel().await.unwrap();
+}
+
+/// §17.7: a command outside the allow-list is refused before it starts.
+#[tokio::test]
+async fn a_disallowed_command_is_rejected() {
+    let sb = Sandbox::new();
+    sb.config(ALLOW);
+    let client = shell(&sb).await;
+    let made = sb.root().join("made");
+    for command in ["touch", "/usr/bin/touch", "/bin/echo"] {
+        let r = call(
+            &client,
+            "shell.exec",
+            json!({ "command": command, "args": [made.display().to_string()] }),
+        )
+        .await;
+        assert!(
+            text(&r).starts_with("COMMAND_NOT_ALLOWED") && text(&r).contains("allowed_commands"),
+            "{command}: {}",
+            text(&r)
+        );
+    }
+    assert!(!made.exists());
+    client.cancel().await.unwrap();
+}
+
+/// §17.8: the timeout ends the program and what it started.
+#[tokio::test]
+async fn a_timeout_terminates_the_command() {
+    let sb = Sandbox::new();
+    sb.config(ALLOW);
+    let client = shell(&sb).await;
+    let marker = "3007.25";
+    let o = out(&call(
+        &client,
+        "shell.exec",
+        json!({ "command": "sh", "args": ["-c", format!("sleep {marker} & sleep {marker}")], "timeout_ms": 400 }),
+    )
+    .await);
+    assert_eq!(
+        (o["timed_out"].clone(), o["exit_code"].clone()),
+        (json!(true), Value::Null)
+    );
+    assert!(o["duration_ms"].as_i64().unwrap() < 5000, "{o}");
+    gone(marker).await;
+    client.cancel().await.unwrap();
+}
+
+/// §17.9: output is bounded (1 MB of each stream), the rest drained, not held.
+#[tokio::test]
+async fn output_is_bounded() {
+    let sb = Sandbox::new();
+    sb.config(ALLOW);
+    let client = shell(&sb).await;
+    let o = out(&call(
+        &client,
+        "shell.exec",
+        json!({ "command": "sh", "args": ["-c", "head -c 5000000 /dev/zero | tr '\\0' y; echo done >&2"] }),
+    )
+    .await);
+    assert_eq!(o["stdout"].as_str().unwrap().len(), 1 << 20);
+    assert_eq!(
+        (
+            o["truncated"].clone(),
+            o["stderr"].clone(),
+            o["exit_code"].clone()
+        ),
+        (json!(true), json!("done\n"), json!(0))
+    );
+    client.cancel().await.unwrap();
+}
+
+/// §17.10: stateless Streamable HTTP answers independent requests, no session id needed.
+#[tokio::test]
+async fn stateless_http_serves_independent_requests_without_a_session() {
+    let sb = Sandbox::new();
+    sb.write("x.txt", "over http\n");
+    let server = sb.http(&[]).await;
+    let url = server.url("shell").to_string();
+    let http = reqwest::Client::new();
+    for id in 1..=2 {
+        let body = json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "fs.read", "arguments": { "path": "x.txt" } }
+        });
+        let response = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(response.headers().get("mcp-session-id").is_none());
+        let status = response.status();
+        let said = response.text().await.unwrap();
+        assert_eq!(status.as_u16(), 200, "{said}");
+        assert!(said.contains("over http"), "{said}");
+    }
+}
+
+/// §17.11: on stdio nothing but protocol goes to stdout, diagnostics included.
+#[test]
+fn stdio_writes_no_diagnostics_to_stdout() {
+    let sb = Sandbox::new();
+    let mut child = Command::new(gantry())
+        .args(["serve", "--stdio", "--connector", "shell"])
+        .args(sb.args())
+        .env("HOME", sb.path("home"))
+        .env("GANTRY_LOG", "debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+    .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    drop(stdin);
+    let rest: Vec<String> = stdout.lines().map_while(Result::ok).collect();
+    let out = child.wait_with_output().unwrap();
+    for line in std::iter::once(first.trim_end().to_string()).chain(rest) {
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not protocol on stdout: {line:?} ({e})"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+    }
+    assert!(!out.stderr.is_empty(), "the debug log went nowhere");
+}
+
+/// §17.12: a malformed configuration fails closed at start, naming what is wrong.
+#[test]
+fn malformed_configuration_fails_closed_at_startup() {
+    let sb = Sandbox::new();
+    for (config, says) in [
+        (
+            "[shell]\nallowed_commands = \"git\"\n",
+            "config.toml:2:20: invalid type",
+        ),
+        ("[shell]\nallow = [\"git\"]\n", "unknown field `allow`"),
+        (
+            "[gateway.servers.x]\nurl = \"http://example.com/mcp\"\nbearer_token_env = \"T\"\n",
+            "bearer token",
+        ),
+    ] {
+        sb.config(config);
+        let out = Command::new(gantry())
+            .args(["serve", "--stdio", "--connector", "shell"])
+            .args(sb.args())
+            .env("HOME", sb.path("home"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{config}");
+        assert!(err.contains(says), "{config}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+/// process.list shows what gantry started; process.kill ends it, and refuses any other
+/// process unless `kill_any` is on.
+#[tokio::test]
+async fn processes_gantry_started_are_listed_and_killed_and_no_other() {
+    let sb = Sandbox::new();
+    let server = sb.http(&[]).await;
+    let core = server.client("core").await;
+    let shell = server.client("shell").await;
+    let marker = "3008.75";
+    let r = call(
+        &core,
+        "exec_command",
+        json!({ "cmd": format!("sleep {marker}"), "yield_time_ms": 300 }),
+    )
+    .await;
+    assert!(text(&r).contains("Process running"), "{}", text(&r));
+    let o = out(&call(&shell, "process.list", json!({})).await);
+    let session = o["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["command"].as_str().is_some_and(|c| c.contains(marker)))
+        .cloned()
+        .unwrap_or_else(|| panic!("{o}"));
+    assert_eq!(session["kind"], json!("session"));
+    // Not gantry's: refused, and left alone.
+    let mut other = Command::new("sleep").arg("3008.5").spawn().unwrap();
+    let r = call(&shell, "process.kill", json!({ "pid": other.id() })).await;
+    assert!(
+        text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("kill_any"),
+        "{}",
+        text(&r)
+    );
+    assert!(other.try_wait().unwrap().is_none());
+    other.kill().unwrap();
+    let _ = other.wait();
+    out(&call(&shell, "process.kill", json!({ "pid": session["pid"] })).await);
+    gone(marker).await;
+    core.cancel().await.unwrap();
+    shell.cancel().await.unwrap();
+}
