@@ -544,3 +544,38 @@ async fn processes_gantry_started_are_listed_and_killed_and_no_other() {
     core.cancel().await.unwrap();
     shell.cancel().await.unwrap();
 }
+
+/// Each connector's rights can differ: one policy takes `exec` from the Shell connector while
+/// Core keeps it, both served by the same process.
+#[tokio::test]
+async fn a_policy_narrows_one_connectors_permissions_only() {
+    let sb = Sandbox::new();
+    sb.config(ALLOW);
+    let policies = sb.path("policies");
+    std::fs::create_dir_all(&policies).unwrap();
+    std::fs::write(
+        policies.join("shell.cedar"),
+        "@id(\"local.shell_runs_nothing\")\n@reason(\"the Shell connector runs no programs here\")\nforbid (principal in Connector::\"shell\", action in Action::\"permission:exec\", resource);\n",
+    )
+    .unwrap();
+    let server = sb
+        .http(&["--policies", &policies.display().to_string()])
+        .await;
+    let shell = server.client("shell").await;
+    let core = server.client("core").await;
+    let r = call(
+        &shell,
+        "shell.exec",
+        json!({ "command": "echo", "args": ["x"] }),
+    )
+    .await;
+    assert!(
+        text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("runs no programs here"),
+        "{}",
+        text(&r)
+    );
+    let r = call(&core, "exec_command", json!({ "cmd": "echo core-runs" })).await;
+    assert!(text(&r).contains("core-runs"), "{}", text(&r));
+    shell.cancel().await.unwrap();
+    core.cancel().await.unwrap();
+}

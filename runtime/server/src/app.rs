@@ -524,14 +524,17 @@ impl App {
                         "[desktop] changed in the config file: restart gantry for it to apply"
                     );
                 }
+                // What may run or be reached changed: refused until it applies (a narrowed
+                // allow-list or a removed server must not keep working meanwhile).
                 if s.shell_allowed_commands != self.settings.shell_allowed_commands {
-                    tracing::warn!(
-                        "[shell] changed in the config file: restart gantry for it to apply"
+                    problems.push(
+                        "[shell] changed in the config file: restart gantry for it to apply".into(),
                     );
                 }
                 if s.gateway_servers != self.settings.gateway_servers {
-                    tracing::warn!(
+                    problems.push(
                         "[gateway] changed in the config file: restart gantry for it to apply"
+                            .into(),
                     );
                 }
                 if s.zodex_workdir_context != self.settings.zodex_workdir_context {

@@ -697,10 +697,17 @@ mod tests {
         let s = Settings::resolve(&args_with_config(dir.path(), None)).unwrap();
         assert!(!s.config_exists);
         assert!(!s.read_only);
-        // Core's permissions are on everywhere; the desktop's only where they can work.
+        // Each permission as surface.toml's default for this platform says: Core's on
+        // everywhere, the desktop's only where they can work, `kill_any` off.
         for p in generated::Permission::ALL {
-            let desktop = !p.spec().platforms.contains(&tool_api::Platform::Macos);
-            let want = !desktop || !cfg!(target_os = "macos");
+            let d = p.spec().default;
+            let want = if cfg!(windows) {
+                d.windows
+            } else if cfg!(target_os = "macos") {
+                d.macos
+            } else {
+                d.linux
+            };
             assert_eq!(s.permissions.get(p.name()), Some(&want), "{}", p.name());
         }
         assert_eq!((s.host.as_str(), s.port), (DEFAULT_HOST, DEFAULT_PORT));
