@@ -3,9 +3,8 @@
 
 use std::io::{BufRead as _, Write as _};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use crate::support::{Sandbox, call, gantry, is_error, text};
+use crate::support::{Sandbox, call, gantry, gone, is_error, text};
 use rmcp::RoleClient;
 use rmcp::model::CallToolResult;
 use rmcp::service::RunningService;
@@ -20,28 +19,6 @@ async fn shell(sb: &Sandbox) -> RunningService<RoleClient, ()> {
 fn out(r: &CallToolResult) -> Value {
     assert!(!is_error(r), "{}", text(r));
     r.structured_content.clone().unwrap_or(Value::Null)
-}
-
-fn alive(marker: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3)) == Some("Z");
-        !zombie
-            && String::from_utf8_lossy(&cmd)
-                .replace('\0', " ")
-                .contains(marker)
-    })
-}
-
-async fn gone(marker: &str) {
-    for _ in 0..150 {
-        if !alive(marker) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("`{marker}` was left running");
 }
 
 /// §17.1: discovery exposes the enabled tools (and only those).

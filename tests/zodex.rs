@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::support::{Sandbox, call, facts, is_error, text};
+use crate::support::{Sandbox, alive, call, facts, gone, is_error, text};
 use rmcp::RoleClient;
 use rmcp::service::RunningService;
 use serde_json::json;
@@ -16,29 +16,6 @@ async fn zodex(sb: &Sandbox) -> RunningService<RoleClient, ()> {
 
 fn root(sb: &Sandbox) -> String {
     sb.root().display().to_string()
-}
-
-/// Whether a live (non-zombie) process has `marker` in its command line.
-fn alive(marker: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3)) == Some("Z");
-        !zombie
-            && String::from_utf8_lossy(&cmd)
-                .replace('\0', " ")
-                .contains(marker)
-    })
-}
-
-async fn gone(marker: &str) {
-    for _ in 0..150 {
-        if !alive(marker) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("`{marker}` was left running");
 }
 
 #[tokio::test]

@@ -394,3 +394,28 @@ pub async fn http_client(url: &str) -> RunningService<RoleClient, ()> {
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_string());
     ().serve(transport).await.unwrap()
 }
+
+/// Whether a live (non-zombie) process has `marker` in its command line (Linux: /proc). A
+/// test gives a process a marker of its own, such as a unique sleep length.
+pub fn alive(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let zombie = stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3)) == Some("Z");
+        !zombie
+            && String::from_utf8_lossy(&cmd)
+                .replace('\0', " ")
+                .contains(marker)
+    })
+}
+
+/// Waits (up to 3 s) for every process with `marker` to end; fails the test if one is left.
+pub async fn gone(marker: &str) {
+    for _ in 0..150 {
+        if !alive(marker) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("`{marker}` was left running");
+}
