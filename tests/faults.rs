@@ -85,9 +85,10 @@ async fn a_killed_server_leaves_every_file_wholly_old_or_wholly_new() {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        // Mostly late in the call, where the writes are.
+        // Mostly late in the call, where the writes are, and on past its measured length: a
+        // loaded machine (the rest of the suite running beside it) stretches every round.
         tokio::time::sleep(Duration::from_millis(
-            whole * 2 / 5 + seed % (whole * 3 / 5 + 1),
+            whole * 2 / 5 + seed % (whole * 8 / 5 + 1),
         ))
         .await;
         let _ = kill_process(Pid::from_raw(pid as i32).unwrap(), Signal::KILL);

@@ -3,6 +3,7 @@
 
 use std::io::{BufRead as _, Write as _};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use crate::support::{Sandbox, call, gantry, gone, is_error, text};
 use rmcp::RoleClient;
@@ -480,46 +481,222 @@ fn malformed_configuration_fails_closed_at_startup() {
     }
 }
 
-/// process.list shows what gantry started; process.kill ends it, and refuses any other
-/// process unless `kill_any` is on.
+/// process.list shows the programs this connector is running; process.kill ends one, and
+/// refuses any other process (another connector's command included) unless `kill_any` is on.
 #[tokio::test]
 async fn processes_gantry_started_are_listed_and_killed_and_no_other() {
     let sb = Sandbox::new();
+    sb.config(ALLOW);
     let server = sb.http(&[]).await;
     let core = server.client("core").await;
     let shell = server.client("shell").await;
     let marker = "3008.75";
+    let url = server.url("shell").to_string();
+    let running = tokio::spawn(async move {
+        let other = crate::support::http_client(&url).await;
+        let r = call(
+            &other,
+            "shell.exec",
+            json!({ "command": "sleep", "args": [marker], "timeout_ms": 30000 }),
+        )
+        .await;
+        other.cancel().await.unwrap();
+        r
+    });
+    let mut program = Value::Null;
+    for _ in 0..100 {
+        let o = out(&call(&shell, "process.list", json!({})).await);
+        if let Some(p) = o["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["args"] == json!([marker]))
+        {
+            program = p.clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        (program["kind"].clone(), program["command"].clone()),
+        (json!("program"), json!("sleep")),
+        "{program}"
+    );
+    // Core's command is Core's: not listed here, not killed from here.
     let r = call(
         &core,
         "exec_command",
-        json!({ "cmd": format!("sleep {marker}"), "yield_time_ms": 300 }),
+        json!({ "cmd": "sleep 3008.5", "yield_time_ms": 300 }),
     )
     .await;
     assert!(text(&r).contains("Process running"), "{}", text(&r));
+    let core_session = crate::support::facts(&r)["session_id"].clone();
     let o = out(&call(&shell, "process.list", json!({})).await);
-    let session = o["processes"]
-        .as_array()
+    assert!(!o.to_string().contains("3008.5\""), "{o}");
+    let session_pid = std::fs::read_dir("/proc")
         .unwrap()
-        .iter()
-        .find(|p| p["command"].as_str().is_some_and(|c| c.contains(marker)))
-        .cloned()
-        .unwrap_or_else(|| panic!("{o}"));
-    assert_eq!(session["kind"], json!("session"));
-    // Not gantry's: refused, and left alone.
-    let mut other = Command::new("sleep").arg("3008.5").spawn().unwrap();
-    let r = call(&shell, "process.kill", json!({ "pid": other.id() })).await;
+        .flatten()
+        .find(|e| {
+            std::fs::read(e.path().join("cmdline")).unwrap_or_default() == b"sleep\x003008.5\x00"
+        })
+        .and_then(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .unwrap();
+    let r = call(&shell, "process.kill", json!({ "pid": session_pid })).await;
     assert!(
         text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("kill_any"),
         "{}",
         text(&r)
     );
-    assert!(other.try_wait().unwrap().is_none());
-    other.kill().unwrap();
-    let _ = other.wait();
-    out(&call(&shell, "process.kill", json!({ "pid": session["pid"] })).await);
+    assert!(crate::support::alive("3008.5"));
+    let r = call(&shell, "process.kill", json!({ "pid": std::process::id() })).await;
+    assert!(
+        text(&r).starts_with("PERMISSION_DENIED") || text(&r).starts_with("INVALID_INPUT"),
+        "{}",
+        text(&r)
+    );
+    out(&call(
+        &shell,
+        "process.kill",
+        json!({ "pid": program["pid"], "signal": "kill" }),
+    )
+    .await);
+    let r = running.await.unwrap();
+    let o = out(&r);
+    assert_eq!(
+        (o["exit_code"].clone(), o["timed_out"].clone()),
+        (Value::Null, json!(false)),
+        "{o}"
+    );
     gone(marker).await;
+    let r = call(
+        &core,
+        "write_stdin",
+        json!({ "session_id": core_session, "kill": true }),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    gone("3008.5").await;
     core.cancel().await.unwrap();
     shell.cancel().await.unwrap();
+}
+
+/// The allow-list decides what runs: a call cannot choose the program through its
+/// environment, nor run one it could have written.
+#[tokio::test]
+async fn the_allow_list_cannot_be_bent() {
+    let sb = Sandbox::new();
+    sb.config("[shell]\nallowed_commands = [\"*\"]\n");
+    std::fs::create_dir_all(sb.root().join("bin")).unwrap();
+    std::fs::copy("/bin/echo", sb.root().join("bin/echo")).unwrap();
+    let client = shell(&sb).await;
+    for var in [
+        "PATH",
+        "LD_PRELOAD",
+        "BASH_ENV",
+        "HOME",
+        "GIT_CONFIG_GLOBAL",
+    ] {
+        let r = call(
+            &client,
+            "shell.exec",
+            json!({ "command": "echo", "env": { var: "/tmp" } }),
+        )
+        .await;
+        assert!(
+            text(&r).starts_with("INVALID_INPUT") && text(&r).contains(&format!("`{var}`")),
+            "{var}: {}",
+            text(&r)
+        );
+    }
+    let inside = sb.root().join("bin/echo").display().to_string();
+    let r = call(
+        &client,
+        "shell.exec",
+        json!({ "command": inside, "args": ["x"] }),
+    )
+    .await;
+    assert!(
+        text(&r).starts_with("COMMAND_NOT_ALLOWED")
+            && text(&r).contains("inside the approved roots"),
+        "{}",
+        text(&r)
+    );
+    let r = call(&client, "shell.exec", json!({ "command": "bin/echo" })).await;
+    assert!(text(&r).starts_with("NOT_FOUND"), "{}", text(&r));
+    let o = out(&call(
+        &client,
+        "shell.exec",
+        json!({ "command": "echo", "args": ["ok"], "env": { "LANG": "C" } }),
+    )
+    .await);
+    assert_eq!(o["stdout"], json!("ok\n"));
+    client.cancel().await.unwrap();
+}
+
+/// A program that exits while something it started holds its output keeps its exit code and
+/// output; what it left running is ended.
+#[tokio::test]
+async fn a_program_that_leaves_a_child_behind_keeps_its_output() {
+    let sb = Sandbox::new();
+    sb.config(ALLOW);
+    let client = shell(&sb).await;
+    let o = out(&call(
+        &client,
+        "shell.exec",
+        json!({ "command": "sh", "args": ["-c", "echo important; sleep 3009.25 & exit 5"], "timeout_ms": 20000 }),
+    )
+    .await);
+    assert_eq!(
+        (
+            o["stdout"].clone(),
+            o["exit_code"].clone(),
+            o["timed_out"].clone()
+        ),
+        (json!("important\n"), json!(5), json!(false)),
+        "{o}"
+    );
+    assert!(o["duration_ms"].as_i64().unwrap() < 5000, "{o}");
+    gone("3009.25").await;
+    client.cancel().await.unwrap();
+}
+
+/// An overwrite keeps the file's permission bits; gantry's own paths, even ones that do not
+/// exist yet, are never made by a move.
+#[tokio::test]
+async fn writes_keep_modes_and_never_place_gantrys_files() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let sb = Sandbox::with_own_files_in_root();
+    std::fs::write(sb.root().join("secret.env"), "A=1\n").unwrap();
+    std::fs::set_permissions(
+        sb.root().join("secret.env"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::create_dir_all(sb.root().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink("elsewhere", sb.root().join("lnk")).unwrap();
+    let client = shell(&sb).await;
+    out(&call(
+        &client,
+        "fs.write",
+        json!({ "path": "secret.env", "content": "A=2\n", "mode": "overwrite" }),
+    )
+    .await);
+    let mode = std::fs::metadata(sb.root().join("secret.env"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(!sb.path("state/spill").exists());
+    let r = call(
+        &client,
+        "fs.move",
+        json!({ "source": "lnk", "destination": "state/spill" }),
+    )
+    .await;
+    assert!(text(&r).starts_with("PATH_NOT_ALLOWED"), "{}", text(&r));
+    assert!(std::fs::symlink_metadata(sb.path("state/spill")).is_err());
+    client.cancel().await.unwrap();
 }
 
 /// Each connector's rights can differ: one policy takes `exec` from the Shell connector while

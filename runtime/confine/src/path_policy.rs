@@ -130,6 +130,15 @@ impl Roots {
         self
     }
 
+    /// Whether something made at `missing` (a path that does not exist) would decide where
+    /// gantry's files are: it is one of them or a missing directory above them (a link
+    /// moved there would send them elsewhere), or it lies below one of them, the used
+    /// sub-paths included (a link made at `state/spill` would send spill files elsewhere).
+    fn would_place_owned(&self, missing: &Path) -> bool {
+        self.owned_entries.iter().any(|e| e == missing)
+            || self.owned.iter().any(|o| within(o, missing))
+    }
+
     /// gantry's own files, canonical (what a walk must never enter).
     pub fn gantry_files(&self) -> &[PathBuf] {
         &self.owned
@@ -290,7 +299,9 @@ impl Roots {
         Ok(Resolved {
             given: given.to_string(),
             // Only inside a root: outside, every path gets the one answer.
-            gantry_owned: root.is_some() && self.is_gantry_owned(&path),
+            gantry_owned: root.is_some()
+                && (self.is_gantry_owned(&path)
+                    || (kind == Kind::Missing && self.would_place_owned(&path))),
             inside_root: root.is_some(),
             // Outside the roots nothing is described: a file, a directory, a device and
             // nothing at all are denied alike.

@@ -360,6 +360,12 @@ impl Registry {
     }
 
     /// `invocation` started through the launcher, if there is one.
+    /// The launcher commands start through now (empty: none), for programs started
+    /// outside the registry that must be confined alike.
+    pub fn launcher(&self) -> Vec<std::ffi::OsString> {
+        lock(&self.launcher).clone()
+    }
+
     fn launched(&self, invocation: crate::shell::Invocation) -> crate::shell::Invocation {
         let launcher = lock(&self.launcher).clone();
         let Some((program, first)) = launcher.split_first() else {

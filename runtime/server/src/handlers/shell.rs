@@ -92,6 +92,14 @@ fn io(given: &str, what: &str, e: &std::io::Error) -> ToolError {
             ErrorCode::NotFound,
             format!("{given}: {what}: no such file or directory"),
         ),
+        std::io::ErrorKind::FileTooLarge => ToolError::new(
+            ErrorCode::OutputLimit,
+            format!("{given}: {what}: too large"),
+        ),
+        std::io::ErrorKind::ResourceBusy => ToolError::new(
+            ErrorCode::Busy,
+            format!("{given}: {what}: the server is at its memory ceiling; retry shortly"),
+        ),
         _ => ToolError::os(format!("{given}: {what}"), e),
     }
 }
@@ -278,15 +286,26 @@ impl ShellHandlers for ShellTools {
         let path = args.path.clone();
         let written = args.content.len();
         super::blocking(move || -> Result<(), ToolError> {
-            let (contents, file_mode) = if mode == FsWriteArgsMode::Append {
-                let max = limits::fs_write::MAX_WRITE.get() * 4;
-                let whole = fs::read_all(permit.target(), max, 2)
-                    .map_err(|e| io(&path, "cannot read", &e))?;
-                let mut bytes = whole.bytes;
-                bytes.extend_from_slice(args.content.as_bytes());
-                (bytes, Some(whole.mode).filter(|m| *m != 0))
-            } else {
-                (args.content.into_bytes(), None)
+            // A replaced file keeps its permission bits (never setuid, setgid or sticky).
+            let (contents, file_mode) = match mode {
+                FsWriteArgsMode::Append => {
+                    let max = limits::fs_write::MAX_WRITE.get() * 4;
+                    let whole = fs::read_all(permit.target(), max, 2)
+                        .map_err(|e| io(&path, "cannot read", &e))?;
+                    let mut bytes = whole.bytes;
+                    bytes.reserve_exact(args.content.len());
+                    bytes.extend_from_slice(args.content.as_bytes());
+                    (bytes, Some(whole.mode & 0o777).filter(|m| *m != 0))
+                }
+                FsWriteArgsMode::Overwrite => {
+                    let (_, bits, _) =
+                        fs::open(permit.target()).map_err(|e| io(&path, "cannot open", &e))?;
+                    (
+                        args.content.into_bytes(),
+                        Some(bits & 0o777).filter(|m| *m != 0),
+                    )
+                }
+                FsWriteArgsMode::Create => (args.content.into_bytes(), None),
             };
             fs::write_atomic(&permit, &contents, file_mode)
                 .map_err(|e| io(&path, "cannot write", &e))
@@ -427,12 +446,22 @@ impl ShellHandlers for ShellTools {
             None => roots.first().to_path_buf(),
         };
         let env = args.env.unwrap_or_default();
-        super::exec::check_env(&env)?;
+        check_program_env(&env)?;
+        // The program as it will start: found on gantry's own PATH (the call cannot change
+        // it), or the absolute path given. One inside the roots is the model's to write.
+        let program = program::resolve(&args.command).ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::NotFound,
+                format!("command: `{}` is not a program on PATH", args.command),
+            )
+        })?;
+        let inside_root = std::fs::canonicalize(&program).is_ok_and(|p| roots.contains(&p));
         let allowed = self.allows(&args.command);
         let display_env = env.keys().any(|k| DISPLAY_VARS.contains(&k.as_str()));
         let probe = Program {
             id: args.command.clone(),
             allowed,
+            inside_root,
             display_env: true,
         };
         let env_remove = if cx.permits(actions::SHELL_EXEC, &probe) {
@@ -440,7 +469,6 @@ impl ShellHandlers for ShellTools {
         } else {
             DISPLAY_VARS.iter().map(|v| (*v).to_string()).collect()
         };
-        let max = limits::shell_exec::MAX_TIMEOUT.duration();
         let timeout = args
             .timeout_ms
             .and_then(|ms| u64::try_from(ms).ok())
@@ -448,19 +476,22 @@ impl ShellHandlers for ShellTools {
                 limits::shell_exec::DEFAULT_TIMEOUT.duration(),
                 std::time::Duration::from_millis,
             )
-            .min(max);
+            .min(limits::shell_exec::MAX_TIMEOUT.duration());
         let run = ProgramRun {
-            command: args.command.clone(),
+            program,
+            name: args.command.clone(),
             args: args.args.unwrap_or_default(),
             cwd,
             env,
             env_remove,
             timeout,
             max_output: limits::shell_exec::MAX_OUTPUT.as_usize(),
+            launcher: self.terminal.launcher(),
         };
         let resource = Program {
             id: args.command,
             allowed,
+            inside_root,
             display_env,
         };
         let run = cx.authorize(actions::SHELL_EXEC, &resource, run)?;
@@ -478,13 +509,15 @@ impl ShellHandlers for ShellTools {
     async fn process_list(
         &self,
         _call: Authorized<ProcessListArgs>,
-        _cx: &CallContext,
+        cx: &CallContext,
     ) -> Result<Reply<ProcessListOutput>, ToolError> {
+        // This connector's own: another connector's sessions answer only to it.
+        let owner = cx.owner();
         let mut processes: Vec<ProcessInfo> = self
             .terminal
             .list()
             .into_iter()
-            .filter(|s| !s.exited)
+            .filter(|s| !s.exited && s.owner == owner)
             .map(|s| ProcessInfo {
                 pid: i64::from(s.pid),
                 ppid: Some(i64::from(std::process::id())),
@@ -522,12 +555,19 @@ impl ShellHandlers for ShellTools {
             .ok_or_else(|| {
                 ToolError::invalid_input(format!("pid: {} is not a process id", args.pid))
             })?;
+        // gantry itself, and what started it (a stdio client), are never signalled.
+        if pid == std::process::id() || Some(pid) == parent_pid() {
+            return Err(ToolError::invalid_input(format!(
+                "pid: {pid} is gantry or the program that started it"
+            )));
+        }
         let signal = args.signal.unwrap_or(ProcessKillArgsSignal::Term);
+        let owner = cx.owner();
         let session = self
             .terminal
             .list()
             .into_iter()
-            .find(|s| s.pid == pid && !s.exited);
+            .find(|s| s.pid == pid && !s.exited && s.owner == owner);
         let program = self.programs.contains(pid);
         let resource = Process {
             id: pid.to_string(),
@@ -548,4 +588,45 @@ impl ShellHandlers for ShellTools {
             signal: signal.as_str().to_string(),
         }))
     }
+}
+
+/// The process that started gantry (Unix).
+fn parent_pid() -> Option<u32> {
+    #[cfg(unix)]
+    {
+        rustix::process::getppid().map(|p| p.as_raw_nonzero().get().unsigned_abs())
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Variables a call may give a program: locale and terminal ones, and the desktop's (which
+/// the policies decide). Anything else could choose what runs (`PATH`, `LD_PRELOAD`,
+/// `BASH_ENV`, `GIT_CONFIG_*`...), which the allow-list is there to decide.
+fn check_program_env(env: &std::collections::BTreeMap<String, String>) -> Result<(), ToolError> {
+    const PLAIN: &[&str] = &[
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "CLICOLOR",
+        "COLUMNS",
+        "LINES",
+    ];
+    super::exec::check_env(env)?;
+    for k in env.keys() {
+        let ok = PLAIN.contains(&k.as_str())
+            || k.starts_with("LC_")
+            || DISPLAY_VARS.contains(&k.as_str());
+        if !ok {
+            return Err(ToolError::invalid_input(format!(
+                "env: `{k}` cannot be set for a program (only locale and terminal variables: LANG, LC_*, TZ, TERM, NO_COLOR, COLUMNS, LINES)"
+            )));
+        }
+    }
+    Ok(())
 }

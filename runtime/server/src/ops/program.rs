@@ -1,21 +1,31 @@
-//! Running one program without a shell (the Shell connector's `shell.exec`): its argv as
-//! given, stdin closed, stdout and stderr each kept up to a cap (the rest drained and
-//! counted), in a process group of its own that is ended whole at the timeout or when the
-//! call goes away. Running programs are listed for `process.list` and `process.kill`.
+//! Running one program without a shell (the Shell connector's `shell.exec`): an absolute
+//! program path and its argv, stdin closed, stdout and stderr each kept up to a cap (the rest
+//! drained), through the confinement launcher when commands are confined, in a process group
+//! of its own that is ended whole at the timeout, when the program exits (what it left
+//! running goes with it) or when the call goes away. Running programs are listed for
+//! `process.list` and `process.kill`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt as _;
-use tool_api::{Authorized, ToolError};
+use tool_api::{Authorized, ErrorCode, ToolError};
+
+/// Programs running at once; past this a call is refused as busy.
+const AT_ONCE: usize = 8;
+/// After the program exits, how long what it left holding its output may keep writing.
+const AFTER_EXIT: Duration = Duration::from_millis(250);
 
 /// A program run, decided as one: what starts, where, and with which environment.
 #[derive(Debug)]
 pub struct ProgramRun {
-    /// The program as given: a name looked up on PATH, or a path.
-    pub command: String,
+    /// The program, resolved to an absolute path.
+    pub program: PathBuf,
+    /// The name the call gave it (what lists show).
+    pub name: String,
     /// Its arguments, each one argument.
     pub args: Vec<String>,
     /// Where it starts.
@@ -28,6 +38,8 @@ pub struct ProgramRun {
     pub timeout: Duration,
     /// Bytes kept of stdout, and of stderr.
     pub max_output: usize,
+    /// The confinement launcher to start it through (empty: none).
+    pub launcher: Vec<OsString>,
 }
 
 /// How a run ended.
@@ -47,18 +59,30 @@ pub struct ProgramOutcome {
     pub truncated: bool,
 }
 
-/// The programs running now: pid → (program, args).
-#[derive(Debug, Default)]
-pub struct Programs(Mutex<HashMap<u32, (String, Vec<String>)>>);
+/// The programs running now: pid → (name, args).
+#[derive(Debug)]
+pub struct Programs {
+    running: Mutex<HashMap<u32, (String, Vec<String>)>>,
+    slots: tokio::sync::Semaphore,
+}
+
+impl Default for Programs {
+    fn default() -> Self {
+        Programs {
+            running: Mutex::default(),
+            slots: tokio::sync::Semaphore::new(AT_ONCE),
+        }
+    }
+}
 
 impl Programs {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, (String, Vec<String>)>> {
-        self.0
+        self.running
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Every running program: (pid, program, args).
+    /// Every running program: (pid, name, args).
     pub fn list(&self) -> Vec<(u32, String, Vec<String>)> {
         let mut all: Vec<_> = self
             .lock()
@@ -75,7 +99,8 @@ impl Programs {
     }
 }
 
-/// Forgets a program when its run ends, however it ends.
+/// Forgets a program and ends its group when its run ends, however it ends (a dropped call
+/// included).
 struct Running<'a> {
     programs: &'a Programs,
     pid: Option<u32>,
@@ -103,25 +128,41 @@ fn kill_group(pid: u32) {
     let _ = pid;
 }
 
-/// Reads `pipe` to its end, keeping at most `cap` bytes; the second value says more came.
-async fn capped(pipe: Option<impl tokio::io::AsyncRead + Unpin>, cap: usize) -> (Vec<u8>, bool) {
-    let Some(mut pipe) = pipe else {
-        return (Vec::new(), false);
-    };
-    let mut kept = Vec::new();
-    let mut more = false;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = cap.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-                more |= n > room;
+/// What a pipe gave so far: at most the cap, and whether more came.
+type Kept = Arc<Mutex<(Vec<u8>, bool)>>;
+
+/// Reads `pipe` to its end into `kept`, at most `cap` bytes.
+fn collect(
+    pipe: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>,
+    cap: usize,
+) -> (Kept, tokio::task::JoinHandle<()>) {
+    let kept: Kept = Arc::default();
+    let into = kept.clone();
+    let task = tokio::spawn(async move {
+        let Some(mut pipe) = pipe else { return };
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match pipe.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let mut k = into
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let room = cap.saturating_sub(k.0.len());
+                    k.0.extend_from_slice(&buf[..n.min(room)]);
+                    k.1 |= n > room;
+                }
             }
         }
-    }
-    (kept, more)
+    });
+    (kept, task)
+}
+
+fn take(kept: &Kept) -> (String, bool) {
+    let k = kept
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    (String::from_utf8_lossy(&k.0).into_owned(), k.1)
 }
 
 /// Runs an authorized program to its end or its timeout.
@@ -130,7 +171,20 @@ pub async fn run(
     run: Authorized<ProgramRun>,
 ) -> Result<ProgramOutcome, ToolError> {
     let run = run.into_inner();
-    let mut cmd = tokio::process::Command::new(&run.command);
+    let _slot = programs.slots.try_acquire().map_err(|_| {
+        ToolError::new(
+            ErrorCode::Busy,
+            format!("{AT_ONCE} programs are running already; retry when one ends"),
+        )
+    })?;
+    let mut cmd = match run.launcher.split_first() {
+        Some((launcher, first)) => {
+            let mut c = tokio::process::Command::new(launcher);
+            c.args(first).arg(&run.program);
+            c
+        }
+        None => tokio::process::Command::new(&run.program),
+    };
     cmd.args(&run.args)
         .current_dir(&run.cwd)
         .envs(&run.env)
@@ -144,14 +198,9 @@ pub async fn run(
     #[cfg(unix)]
     cmd.process_group(0);
     let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| {
-        let what = if e.kind() == std::io::ErrorKind::NotFound {
-            format!("`{}` was not found", run.command)
-        } else {
-            format!("could not start `{}`", run.command)
-        };
-        ToolError::os(what, &e)
-    })?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| ToolError::os(format!("could not start `{}`", run.name), &e))?;
     let mut running = Running {
         programs,
         pid: child.id(),
@@ -159,47 +208,85 @@ pub async fn run(
     if let Some(pid) = running.pid {
         programs
             .lock()
-            .insert(pid, (run.command.clone(), run.args.clone()));
+            .insert(pid, (run.name.clone(), run.args.clone()));
     }
-    let out = capped(child.stdout.take(), run.max_output);
-    let err = capped(child.stderr.take(), run.max_output);
-    let work = async {
-        let ((stdout, more_out), (stderr, more_err), status) = tokio::join!(out, err, child.wait());
-        (stdout, stderr, more_out || more_err, status)
+    let (out, out_task) = collect(child.stdout.take(), run.max_output);
+    let (err, err_task) = collect(child.stderr.take(), run.max_output);
+    let (exit_code, timed_out) = match tokio::time::timeout(run.timeout, child.wait()).await {
+        Ok(status) => (status.ok().and_then(|s| s.code()), false),
+        Err(_) => (None, true),
     };
-    let (timed_out, finished) = match tokio::time::timeout(run.timeout, work).await {
-        Ok(done) => (false, Some(done)),
-        Err(_) => (true, None),
+    // What it left behind may hold its output open: a moment to finish writing, then the
+    // group ends and the pipes close.
+    let readers = async {
+        let _ = out_task.await;
+        let _ = err_task.await;
     };
-    let (stdout, stderr, truncated, exit_code) = match finished {
-        Some((stdout, stderr, truncated, status)) => (
-            stdout,
-            stderr,
-            truncated,
-            status.ok().and_then(|s| s.code()),
-        ),
-        None => {
-            // The whole group, so what the program started ends with it.
-            if let Some(pid) = running.pid {
-                kill_group(pid);
-            }
-            let _ = child.kill().await;
-            (Vec::new(), Vec::new(), false, None)
+    tokio::pin!(readers);
+    if timed_out
+        || tokio::time::timeout(AFTER_EXIT, &mut readers)
+            .await
+            .is_err()
+    {
+        if let Some(pid) = running.pid {
+            kill_group(pid);
         }
-    };
-    // Ended and reaped: nothing of the group is left to signal.
-    if !timed_out && let Some(pid) = running.pid.take() {
+        let _ = child.kill().await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), &mut readers).await;
+    }
+    if let Some(pid) = running.pid.take() {
         kill_group(pid);
         programs.lock().remove(&pid);
     }
+    let (stdout, more_out) = take(&out);
+    let (stderr, more_err) = take(&err);
     Ok(ProgramOutcome {
         exit_code,
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        stdout,
+        stderr,
         duration: started.elapsed(),
         timed_out,
-        truncated,
+        truncated: more_out || more_err,
     })
+}
+
+/// `name` as the program it starts: an absolute path as given, or the first match on
+/// gantry's own PATH (its absolute entries only; the call cannot change it).
+pub fn resolve(name: &str) -> Option<PathBuf> {
+    let given = Path::new(name);
+    if given.is_absolute() {
+        return given.is_file().then(|| given.to_path_buf());
+    }
+    if given.components().count() != 1 {
+        return None;
+    }
+    let path = std::env::var_os("PATH")?;
+    let exts: Vec<String> = if cfg!(windows) {
+        std::env::var("PATHEXT")
+            .unwrap_or_else(|_| ".EXE;.COM".into())
+            .split(';')
+            .map(str::to_ascii_lowercase)
+            .filter(|e| e == ".exe" || e == ".com")
+            .collect()
+    } else {
+        vec![String::new()]
+    };
+    std::env::split_paths(&path)
+        .filter(|d| d.is_absolute())
+        .flat_map(|d| exts.iter().map(move |e| d.join(format!("{name}{e}"))))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        p.is_file()
+    }
 }
 
 /// Sends `signal` to process `pid` (Unix): a program of gantry's gets it as a group.
@@ -213,28 +300,23 @@ pub fn signal(pid: u32, signal: &str, group: bool) -> Result<(), ToolError> {
             "hup" => Signal::HUP,
             _ => Signal::TERM,
         };
-        let pid = i32::try_from(pid)
+        let target = i32::try_from(pid)
             .ok()
             .and_then(Pid::from_raw)
             .ok_or_else(|| ToolError::invalid_input(format!("pid: {pid} is not a process id")))?;
         let sent = if group {
-            rustix::process::kill_process_group(pid, sig)
+            rustix::process::kill_process_group(target, sig)
         } else {
-            rustix::process::kill_process(pid, sig)
+            rustix::process::kill_process(target, sig)
         };
-        sent.map_err(|e| {
-            ToolError::os(
-                format!("could not signal {pid:?}"),
-                &std::io::Error::from(e),
-            )
-        })
+        sent.map_err(|e| ToolError::os(format!("could not signal {pid}"), &std::io::Error::from(e)))
     }
     #[cfg(not(unix))]
     {
         let _ = (pid, signal, group);
         Err(ToolError::new(
-            tool_api::ErrorCode::OsError,
-            "signals are not sent on this platform; end a session with process.kill of its pid",
+            ErrorCode::OsError,
+            "signals are not sent on this platform",
         ))
     }
 }
