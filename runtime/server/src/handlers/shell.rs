@@ -455,7 +455,7 @@ impl ShellHandlers for ShellTools {
                 format!("command: `{}` is not a program on PATH", args.command),
             )
         })?;
-        let inside_root = std::fs::canonicalize(&program).is_ok_and(|p| roots.contains(&p));
+        let inside_root = roots.contains(&program);
         let allowed = self.allows(&args.command);
         let display_env = env.keys().any(|k| DISPLAY_VARS.contains(&k.as_str()));
         let probe = Program {
@@ -556,7 +556,7 @@ impl ShellHandlers for ShellTools {
                 ToolError::invalid_input(format!("pid: {} is not a process id", args.pid))
             })?;
         // gantry itself, and what started it (a stdio client), are never signalled.
-        if pid == std::process::id() || Some(pid) == parent_pid() {
+        if pid == std::process::id() || Some(pid) == crate::ops::host::parent_pid() {
             return Err(ToolError::invalid_input(format!(
                 "pid: {pid} is gantry or the program that started it"
             )));
@@ -587,18 +587,6 @@ impl ShellHandlers for ShellTools {
             pid: i64::from(pid),
             signal: signal.as_str().to_string(),
         }))
-    }
-}
-
-/// The process that started gantry (Unix).
-fn parent_pid() -> Option<u32> {
-    #[cfg(unix)]
-    {
-        rustix::process::getppid().map(|p| p.as_raw_nonzero().get().unsigned_abs())
-    }
-    #[cfg(not(unix))]
-    {
-        None
     }
 }
 

@@ -11,6 +11,18 @@ pub struct HostFacts {
     pub uptime_s: Option<i64>,
 }
 
+/// The process that started gantry (Unix; none elsewhere).
+pub fn parent_pid() -> Option<u32> {
+    #[cfg(unix)]
+    {
+        rustix::process::getppid().map(|p| p.as_raw_nonzero().get().unsigned_abs())
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
 /// The host's name, release and uptime.
 pub fn facts() -> HostFacts {
     #[cfg(unix)]

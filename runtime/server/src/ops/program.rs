@@ -250,9 +250,14 @@ pub async fn run(
     })
 }
 
-/// `name` as the program it starts: an absolute path as given, or the first match on
-/// gantry's own PATH (its absolute entries only; the call cannot change it).
+/// `name` as the program it starts, canonical (links followed): an absolute path as given,
+/// or the first match on gantry's own PATH (its absolute entries only; the call cannot
+/// change it).
 pub fn resolve(name: &str) -> Option<PathBuf> {
+    found(name).and_then(|p| std::fs::canonicalize(p).ok())
+}
+
+fn found(name: &str) -> Option<PathBuf> {
     let given = Path::new(name);
     if given.is_absolute() {
         return given.is_file().then(|| given.to_path_buf());
