@@ -563,6 +563,16 @@ mod tests {
                 .unwrap()
                 .gantry_owned
         );
+        // Below the used sub-path, what exists is the tools' to use; nothing new is made
+        // there (a link made at `spill` would send gantry's spill files elsewhere).
+        assert!(
+            roots
+                .resolve("state/spill/out-1.txt", None)
+                .unwrap()
+                .gantry_owned
+        );
+        std::fs::create_dir_all(root.join("state/spill")).unwrap();
+        std::fs::write(root.join("state/spill/out-1.txt"), "x").unwrap();
         assert!(
             !roots
                 .resolve("state/spill/out-1.txt", None)
