@@ -113,6 +113,45 @@ mod imp {
 
     /// Writes `contents` to the file atomically: a temp file beside it, then a rename.
     pub fn write(a: &Anchored, contents: &[u8], mode: Option<u32>) -> io::Result<()> {
+        write_then(a, contents, mode, |dir, tmp| {
+            rustix::fs::renameat(dir, tmp, dir, a.name.as_os_str()).map_err(map)
+        })
+    }
+
+    /// Writes `contents` to a new file atomically; a file (or anything) there already,
+    /// even one made a moment ago, is left alone and the call fails with `AlreadyExists`.
+    pub fn write_new(a: &Anchored, contents: &[u8]) -> io::Result<()> {
+        write_then(a, contents, None, |dir, tmp| {
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            let placed = rustix::fs::renameat_with(
+                dir,
+                tmp,
+                dir,
+                a.name.as_os_str(),
+                rustix::fs::RenameFlags::NOREPLACE,
+            );
+            // A hard link is never made over an existing name; the temp name goes after.
+            #[cfg(not(any(target_os = "linux", target_os = "android")))]
+            let placed = rustix::fs::linkat(dir, tmp, dir, a.name.as_os_str(), AtFlags::empty())
+                .and_then(|()| rustix::fs::unlinkat(dir, tmp, AtFlags::empty()));
+            placed.map_err(|e| {
+                if e == Errno::EXIST {
+                    io::Error::new(io::ErrorKind::AlreadyExists, "it exists")
+                } else {
+                    map(e)
+                }
+            })
+        })
+    }
+
+    /// Writes `contents` to a temp file beside the target, then `place`s it (the temp
+    /// file is removed if anything fails).
+    fn write_then(
+        a: &Anchored,
+        contents: &[u8],
+        mode: Option<u32>,
+        place: impl FnOnce(&OwnedFd, &std::ffi::OsStr) -> io::Result<()>,
+    ) -> io::Result<()> {
         let dir = parent(a, true)?;
         let tmp = temp_name(&a.name);
         let fd = rustix::fs::openat(
@@ -129,7 +168,7 @@ mod imp {
             let mut file = std::fs::File::from(fd);
             file.write_all(contents)?;
             file.sync_all()?;
-            rustix::fs::renameat(&dir, tmp.as_os_str(), &dir, a.name.as_os_str()).map_err(map)
+            place(&dir, tmp.as_os_str())
         })();
         if result.is_err() {
             let _ = rustix::fs::unlinkat(&dir, tmp.as_os_str(), AtFlags::empty());
@@ -258,6 +297,21 @@ mod imp {
     }
 
     pub fn write(a: &Anchored, contents: &[u8], _mode: Option<u32>) -> io::Result<()> {
+        write_then(a, contents, |tmp| std::fs::rename(tmp, full(a)))
+    }
+
+    pub fn write_new(a: &Anchored, contents: &[u8]) -> io::Result<()> {
+        // A hard link is never made over an existing name (NTFS); the temp name goes after.
+        write_then(a, contents, |tmp| {
+            std::fs::hard_link(tmp, full(a)).and_then(|()| std::fs::remove_file(tmp))
+        })
+    }
+
+    fn write_then(
+        a: &Anchored,
+        contents: &[u8],
+        place: impl FnOnce(&Path) -> io::Result<()>,
+    ) -> io::Result<()> {
         let mut dir = a.root.clone();
         dir.extend(&a.dirs);
         std::fs::create_dir_all(&dir)?;
@@ -273,7 +327,7 @@ mod imp {
             .and_then(|()| {
                 drop(f);
                 recheck(a)?;
-                std::fs::rename(&tmp, full(a))
+                place(&tmp)
             });
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -351,4 +405,66 @@ fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
     tmp
 }
 
-pub use imp::{make_dir, move_entry, open_read, remove, remove_link, write};
+pub use imp::{make_dir, move_entry, open_read, remove, remove_link, write, write_new};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn anchored(dir: &tempfile::TempDir, rel: &str) -> (PathBuf, Anchored) {
+        let root = dir.path().canonicalize().unwrap();
+        let path = root.join(rel);
+        let a = Anchored::new(&root, &path).unwrap();
+        (path, a)
+    }
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".gantry-"))
+            .collect()
+    }
+
+    #[test]
+    fn a_new_file_is_written_with_its_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, a) = anchored(&dir, "sub/new.txt");
+        write_new(&a, b"hello").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"hello");
+        assert!(leftovers(path.parent().unwrap()).is_empty());
+    }
+
+    #[test]
+    fn a_file_that_appeared_after_the_check_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, a) = anchored(&dir, "late.txt");
+        // Made between the caller's check (the path was missing) and the write.
+        std::fs::write(&path, "someone else's").unwrap();
+        let e = write_new(&a, b"mine").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"someone else's");
+        assert!(leftovers(path.parent().unwrap()).is_empty());
+        // The ordinary write does replace it: the two differ only there.
+        write(&a, b"mine", None).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"mine");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_dangling_link_at_the_path_is_neither_replaced_nor_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, a) = anchored(&dir, "link");
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("made-through-the-link");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        assert!(write_new(&a, b"x").is_err());
+        assert!(!target.exists());
+        assert!(
+            std::fs::symlink_metadata(&path)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+}

@@ -67,6 +67,12 @@ pub fn write_atomic(
     beneath::write(&anchored(&permit.0)?, contents, mode)
 }
 
+/// Writes a new file atomically beneath its root: whatever is at the path already, even if it
+/// appeared after the path was checked, stays and the call fails with `AlreadyExists`.
+pub fn write_new(permit: &WritePermit, contents: &[u8]) -> std::io::Result<()> {
+    beneath::write_new(&anchored(&permit.0)?, contents)
+}
+
 /// Makes a directory beneath its root (`parents`: and missing ones above it; one already
 /// there is then fine). False when it was there.
 pub fn make_dir(permit: &WritePermit, parents: bool) -> std::io::Result<bool> {

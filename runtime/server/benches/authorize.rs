@@ -13,9 +13,8 @@ use std::task::{Context, Poll, Waker};
 use criterion::{Criterion, criterion_group, criterion_main};
 use gantry::permissions::PermissionState;
 use generated::core::{
-    ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs, FindArgs, FindOutput,
-    ReadArgs, ReadOutput, SessionArgs, SessionOutput, ViewImageArgs, ViewImageOutput,
-    WriteStdinArgs, actions,
+    ApplyPatchArgs, CoreHandlers, ExecCommandArgs, FindArgs, FindOutput, ReadArgs, ReadOutput,
+    SessionArgs, SessionOutput, ViewImageArgs, ViewImageOutput, WriteStdinArgs, actions,
 };
 use tool_api::{Authorized, CallContext, Platform, Reply, ToolError};
 
@@ -74,8 +73,10 @@ impl CoreHandlers for Noop {
         &self,
         _call: Authorized<ApplyPatchArgs>,
         _cx: &CallContext,
-    ) -> Result<Reply<ApplyPatchOutput>, ToolError> {
-        Ok(Reply::new(ApplyPatchOutput { files: Vec::new() }))
+    ) -> Result<Reply<generated::types::PatchResult>, ToolError> {
+        Ok(Reply::new(generated::types::PatchResult {
+            files: Vec::new(),
+        }))
     }
 
     async fn session(

@@ -45,8 +45,13 @@ impl<U> Quantity<U> {
 
 impl ByteSize {
     /// The size as a `usize` (saturating on a 32-bit target).
-    pub fn as_usize(self) -> usize {
-        usize::try_from(self.value).unwrap_or(usize::MAX)
+    pub const fn as_usize(self) -> usize {
+        // `try_from` is not const; the comparison makes the cast lossless.
+        if self.value > usize::MAX as u64 {
+            usize::MAX
+        } else {
+            self.value as usize
+        }
     }
 }
 

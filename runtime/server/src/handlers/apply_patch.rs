@@ -7,9 +7,10 @@
 //! before removals, and if the OS fails part-way the files already changed are put back.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use generated::core::{ApplyPatchArgs, ApplyPatchOperation, ApplyPatchOutput, actions, limits};
-use generated::types::{PatchedFile, PatchedFileOp};
+use generated::core::{ApplyPatchOperation, actions, limits};
+use generated::types::{PatchResult, PatchedFile, PatchedFileOp};
 use patch::FileOp;
 use tool_api::{
     ActionId, Authorized, CallContext, ErrorCode, Reply, ToolError, TypedAction, Writes,
@@ -45,7 +46,7 @@ pub(super) struct PatchActions {
 }
 
 /// Core's own.
-const CORE: PatchActions = PatchActions {
+pub(super) const CORE: PatchActions = PatchActions {
     tool: actions::APPLY_PATCH,
     write: ApplyPatchOperation::write_action,
     quote: actions::READ,
@@ -385,18 +386,24 @@ fn roll_back(done: &[&Step]) -> Vec<String> {
     failed
 }
 
-pub(super) fn run(
-    roots: &Roots,
+/// Checks `patch` whole, then writes it, off the async thread; relative paths start at
+/// `workdir` (default: the first root).
+pub(super) async fn apply(
+    roots: Arc<Roots>,
     cx: &CallContext,
-    args: ApplyPatchArgs,
-) -> Result<Reply<ApplyPatchOutput>, ToolError> {
-    let (files, text) = apply(roots, cx, &CORE, &args.patch, args.workdir.as_deref())?;
-    Ok(Reply::rendered(ApplyPatchOutput { files }, text))
+    actions: &'static PatchActions,
+    patch: String,
+    workdir: Option<String>,
+) -> Result<Reply<PatchResult>, ToolError> {
+    let cx = cx.clone();
+    let (files, text) =
+        super::blocking(move || check_and_write(&roots, &cx, actions, &patch, workdir.as_deref()))
+            .await??;
+    Ok(Reply::rendered(PatchResult { files }, text))
 }
 
-/// Checks `patch` whole, then writes it; relative paths start at `workdir` (default: the
-/// first root). Returns the files touched and their rendering.
-pub(super) fn apply(
+/// Returns the files `patch` touched and their rendering.
+fn check_and_write(
     roots: &Roots,
     cx: &CallContext,
     actions: &PatchActions,

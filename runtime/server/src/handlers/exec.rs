@@ -1,15 +1,16 @@
 //! `exec_command` and `write_stdin`: Core's, and the parts every connector's command tools
 //! share (starting an authorized run, continuing or ending its session).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use generated::core::{ExecCommandArgs, WriteStdinArgs, actions, limits};
 use generated::resources::{Command, Session};
 use generated::types::{BatchItem, ExecResult};
 use terminal::{Commands, Outcome, Registry, Run, SpillHint};
-use tool_api::{ActionId, Authorized, CallContext, Reply, TimeLimit, ToolError};
+use tool_api::{ActionId, Authorized, CallContext, ErrorCode, Reply, TimeLimit, ToolError};
 
 use crate::ops::exec::{self, DISPLAY_VARS};
 use crate::ops::path_policy::Roots;
@@ -251,6 +252,104 @@ pub(super) struct Waits {
     pub max: TimeLimit,
 }
 
+/// The [`Waits`] of a tool whose generated limits module (`generated::core::limits::
+/// write_stdin`, say) declares `default_yield`, `default_poll`, `min_yield` and `max_yield`.
+macro_rules! waits_of {
+    ($($module:ident)::+) => {
+        super::exec::Waits {
+            default_yield: $($module)::+::DEFAULT_YIELD,
+            default_poll: $($module)::+::DEFAULT_POLL,
+            min: $($module)::+::MIN_YIELD,
+            max: $($module)::+::MAX_YIELD,
+        }
+    };
+}
+pub(super) use waits_of;
+
+/// Ends the command behind `outcome` when `timeout` has passed since it started, `waited` of
+/// which this call already spent: right now (what it printed before and while ending is one
+/// output, `budget` bytes inline) or, if it has time left, from a task of its own. True when
+/// it was ended now.
+pub(super) async fn end_at_timeout(
+    registry: &Arc<Registry>,
+    cx: &CallContext,
+    action: ActionId,
+    mut outcome: Outcome,
+    timeout: Duration,
+    waited: Duration,
+    budget: usize,
+) -> Result<(Outcome, bool), ToolError> {
+    let Some(id) = outcome.session_id else {
+        return Ok((outcome, false));
+    };
+    // The command's end is part of this call's decision, taken now.
+    let session = cx.authorize(action, &Session { id: id.to_string() }, id)?;
+    if timeout > waited {
+        let (registry, owner) = (registry.clone(), cx.owner());
+        let left = timeout - waited;
+        tokio::spawn(async move {
+            tokio::time::sleep(left).await;
+            let _ = exec::kill(&registry, &owner, &session, 0).await;
+        });
+        return Ok((outcome, false));
+    }
+    match exec::kill(registry, &cx.owner(), &session, budget).await {
+        Ok(mut ended) => {
+            let (first, rest) = (&outcome.output, &mut ended.output);
+            rest.text = format!("{}{}", first.text, rest.text);
+            rest.total_bytes += first.total_bytes;
+            rest.total_lines += first.total_lines;
+            rest.truncated |= first.truncated;
+            if rest.file.is_none() {
+                rest.file.clone_from(&first.file);
+            }
+            ended.wall += outcome.wall;
+            ended.notes.retain(|n| !n.contains("were ended"));
+            Ok((ended, true))
+        }
+        // It ended by itself in the meantime.
+        Err(e) if e.code == ErrorCode::NotFound => {
+            outcome.session_id = None;
+            Ok((outcome, false))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Random handles standing for sessions' numeric ids, for connectors that name a running
+/// command by a string: a handle is a capability that cannot be guessed from another's. The
+/// registry still checks that a session is the caller's.
+#[derive(Debug, Default)]
+pub(super) struct SessionHandles(Mutex<HashMap<String, u64>>);
+
+impl SessionHandles {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A new handle for session `id`; handles of sessions that ended are dropped first once
+    /// there are more than the registry could hold.
+    pub fn issue(&self, id: u64, registry: &Registry) -> Result<String, ToolError> {
+        let handle = crate::state_dir::new_secret()
+            .map_err(|e| ToolError::os("could not draw a session handle", &e))?;
+        let mut map = self.lock();
+        if map.len() >= 2 * limits::exec_command::MAX_SESSIONS {
+            let live: HashSet<u64> = registry.list().into_iter().map(|l| l.id).collect();
+            map.retain(|_, id| live.contains(id));
+        }
+        map.insert(handle.clone(), id);
+        Ok(handle)
+    }
+
+    pub fn get(&self, handle: &str) -> Option<u64> {
+        self.lock().get(handle).copied()
+    }
+
+    pub fn forget(&self, handle: &str) {
+        self.lock().remove(handle);
+    }
+}
+
 /// What a call asks of a running session.
 pub(super) struct SessionInput<'a> {
     /// Written to it; none: a poll.
@@ -305,12 +404,7 @@ pub(super) async fn write_stdin(
             ))
         })?;
     let session = cx.authorize(actions::WRITE_STDIN, &Session { id: id.to_string() }, id)?;
-    let waits = Waits {
-        default_yield: limits::write_stdin::DEFAULT_YIELD,
-        default_poll: limits::write_stdin::DEFAULT_POLL,
-        min: limits::write_stdin::MIN_YIELD,
-        max: limits::write_stdin::MAX_YIELD,
-    };
+    let waits = waits_of!(limits::write_stdin);
     let chars = args.chars.unwrap_or_default();
     let input = SessionInput {
         chars: &chars,

@@ -443,22 +443,25 @@ fn run_step(step: &Step) -> Result<(), ToolError> {
             expected,
         } => {
             // Between the plan and now, another writer must not have changed it, nor made
-            // what the plan found missing.
-            if expected.is_none() && fs::version(target.target()).is_ok() {
+            // what the plan found missing (checked by the write itself, so no window).
+            let Some(v) = expected else {
+                return fs::write_new(target, contents).map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        ToolError::new(
+                            ErrorCode::Stale,
+                            "created by someone else while the batch ran; not replaced",
+                        )
+                    } else {
+                        ToolError::os("write failed", &e)
+                    }
+                });
+            };
+            let now = fs::version(target.target()).map_err(|e| ToolError::os("cannot open", &e))?;
+            if now != *v {
                 return Err(ToolError::new(
                     ErrorCode::Stale,
-                    "created by someone else while the batch ran; not replaced",
+                    "changed while the batch ran; nothing of it was written",
                 ));
-            }
-            if let Some(v) = expected {
-                let now =
-                    fs::version(target.target()).map_err(|e| ToolError::os("cannot open", &e))?;
-                if now != *v {
-                    return Err(ToolError::new(
-                        ErrorCode::Stale,
-                        "changed while the batch ran; nothing of it was written",
-                    ));
-                }
             }
             fs::write_atomic(target, contents, *mode).map_err(|e| ToolError::os("write failed", &e))
         }

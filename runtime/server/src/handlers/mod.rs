@@ -12,16 +12,17 @@ mod read;
 mod session;
 mod shell;
 mod view_image;
+mod workdir_context;
 mod zodex;
 
 use std::sync::Arc;
 
 use generated::core::{
-    AgentsArgs, AgentsOutput, ApplyPatchArgs, ApplyPatchOutput, CoreHandlers, ExecCommandArgs,
-    FindArgs, FindOutput, ReadArgs, ReadOutput, SessionArgs, SessionOutput, ViewImageArgs,
-    ViewImageOutput, WriteStdinArgs,
+    AgentsArgs, AgentsOutput, ApplyPatchArgs, CoreHandlers, ExecCommandArgs, FindArgs, FindOutput,
+    ReadArgs, ReadOutput, SessionArgs, SessionOutput, ViewImageArgs, ViewImageOutput,
+    WriteStdinArgs,
 };
-use generated::types::ExecResult;
+use generated::types::{ExecResult, PatchResult};
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
 
 use crate::app::LiveRoots;
@@ -184,11 +185,10 @@ impl CoreHandlers for CoreTools {
         &self,
         call: Authorized<ApplyPatchArgs>,
         cx: &CallContext,
-    ) -> Result<Reply<ApplyPatchOutput>, ToolError> {
-        let roots = self.roots.get();
-        let cx = cx.clone();
+    ) -> Result<Reply<PatchResult>, ToolError> {
         let args = call.into_inner();
-        blocking(move || apply_patch::run(&roots, &cx, args)).await?
+        let roots = self.roots.get();
+        apply_patch::apply(roots, cx, &apply_patch::CORE, args.patch, args.workdir).await
     }
 
     async fn session(

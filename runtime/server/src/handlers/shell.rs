@@ -305,7 +305,18 @@ impl ShellHandlers for ShellTools {
                         Some(bits & 0o777).filter(|m| *m != 0),
                     )
                 }
-                FsWriteArgsMode::Create => (args.content.into_bytes(), None),
+                // Made by someone else since the check: theirs, not replaced.
+                FsWriteArgsMode::Create => {
+                    return fs::write_new(&permit, args.content.as_bytes()).map_err(|e| {
+                        if e.kind() == std::io::ErrorKind::AlreadyExists {
+                            ToolError::invalid_input(format!(
+                                "{path}: already exists; write it with mode overwrite or append"
+                            ))
+                        } else {
+                            io(&path, "cannot write", &e)
+                        }
+                    });
+                }
             };
             fs::write_atomic(&permit, &contents, file_mode)
                 .map_err(|e| io(&path, "cannot write", &e))
