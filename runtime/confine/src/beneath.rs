@@ -48,6 +48,14 @@ impl Anchored {
     }
 }
 
+/// The error for a new file's path where something appeared after it was checked.
+fn appeared() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "something appeared at the path after it was checked; it was left as it is",
+    )
+}
+
 /// The error for a path that stopped being what was checked.
 fn moved_under_us() -> io::Error {
     io::Error::new(
@@ -122,26 +130,43 @@ mod imp {
     /// even one made a moment ago, is left alone and the call fails with `AlreadyExists`.
     pub fn write_new(a: &Anchored, contents: &[u8]) -> io::Result<()> {
         write_then(a, contents, None, |dir, tmp| {
+            let name = a.name.as_os_str();
             #[cfg(any(target_os = "linux", target_os = "android"))]
-            let placed = rustix::fs::renameat_with(
+            let placed = match rustix::fs::renameat_with(
                 dir,
                 tmp,
                 dir,
-                a.name.as_os_str(),
+                name,
                 rustix::fs::RenameFlags::NOREPLACE,
-            );
-            // A hard link is never made over an existing name; the temp name goes after.
+            ) {
+                // Filesystems without the flag (NFS, 9p, some FUSE) refuse it as such.
+                Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {
+                    link_in_place(dir, tmp, name)
+                }
+                other => other,
+            };
             #[cfg(not(any(target_os = "linux", target_os = "android")))]
-            let placed = rustix::fs::linkat(dir, tmp, dir, a.name.as_os_str(), AtFlags::empty())
-                .and_then(|()| rustix::fs::unlinkat(dir, tmp, AtFlags::empty()));
+            let placed = link_in_place(dir, tmp, name);
             placed.map_err(|e| {
                 if e == Errno::EXIST {
-                    io::Error::new(io::ErrorKind::AlreadyExists, "it exists")
+                    appeared()
                 } else {
                     map(e)
                 }
             })
         })
+    }
+
+    /// A hard link is never made over an existing name. Once it is made the file is in
+    /// place, so the temp name's removal is best effort.
+    fn link_in_place(
+        dir: &OwnedFd,
+        tmp: &std::ffi::OsStr,
+        name: &std::ffi::OsStr,
+    ) -> Result<(), Errno> {
+        rustix::fs::linkat(dir, tmp, dir, name, AtFlags::empty())?;
+        let _ = rustix::fs::unlinkat(dir, tmp, AtFlags::empty());
+        Ok(())
     }
 
     /// Writes `contents` to a temp file beside the target, then `place`s it (the temp
@@ -301,9 +326,16 @@ mod imp {
     }
 
     pub fn write_new(a: &Anchored, contents: &[u8]) -> io::Result<()> {
-        // A hard link is never made over an existing name (NTFS); the temp name goes after.
-        write_then(a, contents, |tmp| {
-            std::fs::hard_link(tmp, full(a)).and_then(|()| std::fs::remove_file(tmp))
+        // A hard link is never made over an existing name (NTFS). Once it is made the file
+        // is in place, so the temp name's removal (which a scanner holding the file can make
+        // fail) is best effort.
+        write_then(a, contents, |tmp| match std::fs::hard_link(tmp, full(a)) {
+            Ok(()) => {
+                let _ = std::fs::remove_file(tmp);
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(appeared()),
+            Err(e) => Err(e),
         })
     }
 

@@ -347,6 +347,14 @@ impl Planner<'_> {
 
 fn run_step(step: &Step) -> std::io::Result<()> {
     match step {
+        // A path the plan found missing is created, never replaced: a file another program
+        // made there meanwhile stays, and is not the patch's to roll back.
+        Step::Write {
+            target,
+            contents,
+            before: None,
+            ..
+        } => fs::write_new(target, contents),
         Step::Write {
             target,
             contents,

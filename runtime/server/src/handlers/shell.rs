@@ -309,9 +309,7 @@ impl ShellHandlers for ShellTools {
                 FsWriteArgsMode::Create => {
                     return fs::write_new(&permit, args.content.as_bytes()).map_err(|e| {
                         if e.kind() == std::io::ErrorKind::AlreadyExists {
-                            ToolError::invalid_input(format!(
-                                "{path}: already exists; write it with mode overwrite or append"
-                            ))
+                            ToolError::invalid_input(format!("{path}: {e}"))
                         } else {
                             io(&path, "cannot write", &e)
                         }
