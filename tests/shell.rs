@@ -17,6 +17,11 @@ async fn shell(sb: &Sandbox) -> RunningService<RoleClient, ()> {
     sb.stdio(&["--connector", "shell"]).await
 }
 
+/// The structured result of a call that must succeed.
+async fn ok(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> Value {
+    out(&call(client, tool, args).await)
+}
+
 fn out(r: &CallToolResult) -> Value {
     assert!(!is_error(r), "{}", text(r));
     r.structured_content.clone().unwrap_or(Value::Null)
@@ -98,19 +103,19 @@ async fn disabled_tools_cannot_execute() {
 async fn files_inside_the_root_are_read_and_written() {
     let sb = Sandbox::new();
     let client = shell(&sb).await;
-    let o = out(&call(
+    let o = ok(
         &client,
         "fs.mkdir",
         json!({ "path": "a/b", "recursive": true }),
     )
-    .await);
+    .await;
     assert_eq!(o["created"], json!(true));
-    let o = out(&call(
+    let o = ok(
         &client,
         "fs.write",
         json!({ "path": "a/b/f.txt", "content": "one\n" }),
     )
-    .await);
+    .await;
     assert_eq!(o["bytes_written"], json!(4));
     let r = call(
         &client,
@@ -119,40 +124,40 @@ async fn files_inside_the_root_are_read_and_written() {
     )
     .await;
     assert!(text(&r).contains("already exists"), "{}", text(&r));
-    out(&call(
+    ok(
         &client,
         "fs.write",
         json!({ "path": "a/b/f.txt", "content": "two\n", "mode": "append" }),
     )
-    .await);
-    let o = out(&call(&client, "fs.read", json!({ "path": "a/b/f.txt" })).await);
+    .await;
+    let o = ok(&client, "fs.read", json!({ "path": "a/b/f.txt" })).await;
     assert_eq!(
         (o["content"].as_str(), o["truncated"].as_bool()),
         (Some("one\ntwo\n"), Some(false))
     );
-    let o = out(&call(
+    let o = ok(
         &client,
         "fs.read",
         json!({ "path": "a/b/f.txt", "max_bytes": 3 }),
     )
-    .await);
+    .await;
     assert_eq!(
         (o["content"].as_str(), o["truncated"].as_bool()),
         (Some("one"), Some(true))
     );
-    out(&call(
+    ok(
         &client,
         "fs.write",
         json!({ "path": "a/b/f.txt", "content": "new\n", "mode": "overwrite" }),
     )
-    .await);
-    out(&call(
+    .await;
+    ok(
         &client,
         "fs.move",
         json!({ "source": "a/b/f.txt", "destination": "a/g.txt" }),
     )
-    .await);
-    let o = out(&call(&client, "fs.list", json!({ "path": "a" })).await);
+    .await;
+    let o = ok(&client, "fs.list", json!({ "path": "a" })).await;
     let entries: Vec<(String, String)> = o["entries"]
         .as_array()
         .unwrap()
@@ -175,7 +180,7 @@ async fn files_inside_the_root_are_read_and_written() {
         std::fs::read_to_string(sb.root().join("a/g.txt")).unwrap(),
         "new\n"
     );
-    out(&call(&client, "fs.delete", json!({ "path": "a/g.txt" })).await);
+    ok(&client, "fs.delete", json!({ "path": "a/g.txt" })).await;
     assert!(!sb.root().join("a/g.txt").exists());
     let r = call(
         &client,
@@ -185,7 +190,7 @@ async fn files_inside_the_root_are_read_and_written() {
     .await;
     assert!(text(&r).contains("is a directory"), "{}", text(&r));
     assert!(sb.root().join("a/b").is_dir());
-    let o = out(&call(&client, "system.info", json!({})).await);
+    let o = ok(&client, "system.info", json!({})).await;
     assert_eq!(o["platform"], json!(std::env::consts::OS));
     assert_eq!(
         o["cwd"],
@@ -269,23 +274,23 @@ async fn an_allowed_command_runs() {
     let sb = Sandbox::new();
     sb.config(ALLOW);
     let client = shell(&sb).await;
-    let o = out(&call(
+    let o = ok(
         &client,
         "shell.exec",
         json!({ "command": "echo", "args": ["a b", "$HOME", ";", "c"] }),
     )
-    .await);
+    .await;
     assert_eq!(o["stdout"], json!("a b $HOME ; c\n"));
     assert_eq!(
         (o["exit_code"].clone(), o["timed_out"].clone()),
         (json!(0), json!(false))
     );
-    let o = out(&call(
+    let o = ok(
         &client,
         "shell.exec",
         json!({ "command": "sh", "args": ["-c", "echo err >&2; exit 3"] }),
     )
-    .await);
+    .await;
     assert_eq!(
         (o["stderr"].clone(), o["exit_code"].clone()),
         (json!("err\n"), json!(3))
@@ -349,12 +354,7 @@ async fn a_timeout_terminates_the_command() {
     sb.config(ALLOW);
     let client = shell(&sb).await;
     let marker = "3007.25";
-    let o = out(&call(
-        &client,
-        "shell.exec",
-        json!({ "command": "sh", "args": ["-c", format!("sleep {marker} & sleep {marker}")], "timeout_ms": 400 }),
-    )
-    .await);
+    let o = ok(&client, "shell.exec", json!({ "command": "sh", "args": ["-c", format!("sleep {marker} & sleep {marker}")], "timeout_ms": 400 })).await;
     assert_eq!(
         (o["timed_out"].clone(), o["exit_code"].clone()),
         (json!(true), Value::Null)
@@ -370,12 +370,7 @@ async fn output_is_bounded() {
     let sb = Sandbox::new();
     sb.config(ALLOW);
     let client = shell(&sb).await;
-    let o = out(&call(
-        &client,
-        "shell.exec",
-        json!({ "command": "sh", "args": ["-c", "head -c 5000000 /dev/zero | tr '\\0' y; echo done >&2"] }),
-    )
-    .await);
+    let o = ok(&client, "shell.exec", json!({ "command": "sh", "args": ["-c", "head -c 5000000 /dev/zero | tr '\\0' y; echo done >&2"] })).await;
     assert_eq!(o["stdout"].as_str().unwrap().len(), 1 << 20);
     assert_eq!(
         (
@@ -623,12 +618,12 @@ async fn the_allow_list_cannot_be_bent() {
     );
     let r = call(&client, "shell.exec", json!({ "command": "bin/echo" })).await;
     assert!(text(&r).starts_with("NOT_FOUND"), "{}", text(&r));
-    let o = out(&call(
+    let o = ok(
         &client,
         "shell.exec",
         json!({ "command": "echo", "args": ["ok"], "env": { "LANG": "C" } }),
     )
-    .await);
+    .await;
     assert_eq!(o["stdout"], json!("ok\n"));
     client.cancel().await.unwrap();
 }
@@ -640,12 +635,7 @@ async fn a_program_that_leaves_a_child_behind_keeps_its_output() {
     let sb = Sandbox::new();
     sb.config(ALLOW);
     let client = shell(&sb).await;
-    let o = out(&call(
-        &client,
-        "shell.exec",
-        json!({ "command": "sh", "args": ["-c", "echo important; sleep 3009.25 & exit 5"], "timeout_ms": 20000 }),
-    )
-    .await);
+    let o = ok(&client, "shell.exec", json!({ "command": "sh", "args": ["-c", "echo important; sleep 3009.25 & exit 5"], "timeout_ms": 20000 })).await;
     assert_eq!(
         (
             o["stdout"].clone(),
@@ -675,12 +665,12 @@ async fn writes_keep_modes_and_never_place_gantrys_files() {
     std::fs::create_dir_all(sb.root().join("elsewhere")).unwrap();
     std::os::unix::fs::symlink("elsewhere", sb.root().join("lnk")).unwrap();
     let client = shell(&sb).await;
-    out(&call(
+    ok(
         &client,
         "fs.write",
         json!({ "path": "secret.env", "content": "A=2\n", "mode": "overwrite" }),
     )
-    .await);
+    .await;
     let mode = std::fs::metadata(sb.root().join("secret.env"))
         .unwrap()
         .permissions()
