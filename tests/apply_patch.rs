@@ -297,14 +297,14 @@ async fn symlinks_cannot_carry_a_write_outside() {
 #[cfg(unix)]
 #[test]
 fn a_directory_swapped_for_a_symlink_after_the_check_cannot_redirect_the_write() {
-    use gantry::ops::{fs, path_policy::Roots};
+    use server::ops::{fs, path_policy::Roots};
     use std::sync::Arc;
 
     let sb = Sandbox::new();
     std::fs::create_dir_all(sb.root().join("sub")).unwrap();
     std::fs::create_dir_all(sb.path("outside")).unwrap();
     let roots = Roots::new(&[sb.root()]).unwrap();
-    let engine = Arc::new(gantry::policy_set::load(None).unwrap());
+    let engine = Arc::new(server::policy_set::load(None).unwrap());
     let snapshot = authz::Snapshot {
         platform: "linux",
         read_only: false,

@@ -23,7 +23,7 @@ fn copy_policies(to: &Path) {
 
 #[test]
 fn the_shipped_policies_validate_strictly_and_every_one_has_a_unique_id() {
-    let engine = gantry::policy_set::load(Some(&policies_dir()))
+    let engine = server::policy_set::load(Some(&policies_dir()))
         .unwrap_or_else(|e| panic!("{}", e.join("\n")));
     let ids = engine.policy_ids();
     assert!(ids.contains(&"connector.core".to_string()), "{ids:?}");
@@ -191,7 +191,7 @@ async fn no_user_rule_can_open_what_the_base_forbids() {
     let dir_arg = dir.display().to_string();
 
     // Connector scoping: a Core call can never reach a Desktop tool.
-    let engine = std::sync::Arc::new(gantry::policy_set::load(Some(&dir)).unwrap());
+    let engine = std::sync::Arc::new(server::policy_set::load(Some(&dir)).unwrap());
     let snapshot = authz::Snapshot {
         platform: "windows",
         read_only: false,

@@ -4,13 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use gantry::permissions::PermissionState;
 use rmcp::model::ListToolsResult;
 use serde_json::Value;
+use server::permissions::PermissionState;
 use tool_api::Platform;
 
 fn listing(connector: &str, state: &PermissionState) -> ListToolsResult {
-    let served = gantry::app::served_tools().unwrap();
+    let served = server::app::served_tools().unwrap();
     let published: Vec<&str> = state.published(connector).map(|t| t.name).collect();
     ListToolsResult::with_all_items(
         served
@@ -31,7 +31,7 @@ fn all_on() -> BTreeMap<&'static str, bool> {
 
 #[test]
 fn served_schemas_are_the_generated_ones() {
-    for t in gantry::app::served_tools().unwrap() {
+    for t in server::app::served_tools().unwrap() {
         let input: Value = serde_json::from_str(t.spec.input_schema).unwrap();
         assert_eq!(Value::Object((*t.tool.input_schema).clone()), input);
         let output: Option<Value> = t
@@ -209,7 +209,7 @@ fn served_input_schemas_equal_what_the_argument_types_derive() {
 
 #[test]
 fn names_and_shapes_follow_chatgpt_rules() {
-    for t in gantry::app::served_tools().unwrap() {
+    for t in server::app::served_tools().unwrap() {
         let name = t.tool.name.to_string();
         assert!(
             name.len() <= 64

@@ -40,7 +40,7 @@ fn main() -> ExitCode {
         eprintln!("gantry-conformance: {}: {e}", state_dir.display());
         return ExitCode::from(2);
     }
-    let options = gantry::http::HttpOptions {
+    let options = transport::http::HttpOptions {
         host: "127.0.0.1".into(),
         port,
         state_dir,
@@ -65,8 +65,8 @@ fn main() -> ExitCode {
             let _ = tokio::signal::ctrl_c().await;
             stop.cancel();
         });
-        gantry::http::serve(
-            app,
+        transport::http::serve(
+            server::server::Connectors(app),
             conformance::CONNECTORS.iter().collect(),
             options,
             token,

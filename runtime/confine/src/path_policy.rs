@@ -69,6 +69,34 @@ impl Resolved {
     }
 }
 
+/// The approved roots in effect: swapped when the config file's `roots` change
+/// (the server's live state does), read once at the start of each call.
+#[derive(Debug)]
+pub struct LiveRoots(std::sync::RwLock<std::sync::Arc<Roots>>);
+
+impl LiveRoots {
+    /// Roots in effect from now on.
+    pub fn new(roots: Roots) -> LiveRoots {
+        LiveRoots(std::sync::RwLock::new(std::sync::Arc::new(roots)))
+    }
+
+    /// The roots in effect.
+    pub fn get(&self) -> std::sync::Arc<Roots> {
+        match self.0.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Roots in effect from now on, in place of the old ones.
+    pub fn set(&self, roots: Roots) {
+        match self.0.write() {
+            Ok(mut g) => *g = std::sync::Arc::new(roots),
+            Err(p) => *p.into_inner() = std::sync::Arc::new(roots),
+        }
+    }
+}
+
 /// The approved roots, canonicalized once at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Roots {

@@ -8,9 +8,11 @@ use generated::Handlers;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use tool_api::{Platform, ToolSpec};
 
-use crate::audit::Audit;
-use crate::cli::CommonArgs;
-use crate::config::Settings;
+use audit::Audit;
+use config::Settings;
+use config::cli::CommonArgs;
+use confine::path_policy::LiveRoots;
+
 use crate::handlers::{CoreTools, DesktopTools, FilesTools, GatewayTools, ShellTools, ZodexTools};
 use crate::ops::path_policy::Roots;
 use crate::permissions::PermissionState;
@@ -46,38 +48,11 @@ pub struct Live {
     stamp: Stamps,
 }
 
-/// The approved roots in effect: swapped by [`App::live`] when the config file's `roots`
-/// change, read once at the start of each call.
-#[derive(Debug)]
-pub struct LiveRoots(std::sync::RwLock<Arc<Roots>>);
-
-impl LiveRoots {
-    /// Roots in effect from now on.
-    pub fn new(roots: Roots) -> LiveRoots {
-        LiveRoots(std::sync::RwLock::new(Arc::new(roots)))
-    }
-
-    /// The roots in effect.
-    pub fn get(&self) -> Arc<Roots> {
-        match self.0.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
-    }
-
-    fn set(&self, roots: Roots) {
-        match self.0.write() {
-            Ok(mut g) => *g = Arc::new(roots),
-            Err(p) => *p.into_inner() = Arc::new(roots),
-        }
-    }
-}
-
 /// What [`App::live`] watches: the config file and every user policy file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Stamps {
-    config: crate::state_dir::Stamp,
-    policies: Vec<(std::path::PathBuf, crate::state_dir::Stamp)>,
+    config: state_dir::Stamp,
+    policies: Vec<(std::path::PathBuf, state_dir::Stamp)>,
 }
 
 /// The shared state of a running server.
@@ -103,7 +78,7 @@ pub struct App {
     /// Recorded sessions.
     pub recorder: Arc<crate::recorder::Recorder>,
     /// Worker agents.
-    pub agents: Arc<crate::agents::Agents>,
+    pub agents: Arc<agents::Agents>,
 }
 
 impl std::fmt::Debug for App {
@@ -233,7 +208,7 @@ impl App {
             .map_err(|e| problems.push(e))
             .ok();
         // The state directory first, so gantry's own files are placed by their real path.
-        let audit = crate::state_dir::ensure(&settings.state_dir)
+        let audit = state_dir::ensure(&settings.state_dir)
             .and_then(|()| Audit::open(&settings.state_dir, settings.audit_command_lines))
             .map_err(|e| {
                 problems.push(format!(
@@ -316,7 +291,7 @@ impl App {
             roots: configured_roots,
             policy_problems: Vec::new(),
             stamp: Stamps {
-                config: crate::state_dir::file_stamp(&settings.config_path),
+                config: state_dir::file_stamp(&settings.config_path),
                 policies: policy_set::dir_stamp(settings.policies_dir.as_deref()),
             },
         };
@@ -333,7 +308,7 @@ impl App {
             terminal.clone(),
             settings.zodex_workdir_context,
         );
-        let agents = Arc::new(crate::agents::Agents::new(
+        let agents = Arc::new(agents::Agents::new(
             settings.agents.clone(),
             terminal.clone(),
             roots.clone(),
@@ -393,7 +368,8 @@ impl App {
 
     /// Ends idle command sessions every few seconds, for as long as the server runs.
     pub fn spawn_maintenance(self: &Arc<Self>) {
-        self.agents.attach(Arc::downgrade(self));
+        let host: Arc<dyn agents::WorkerHost> = self.clone();
+        self.agents.attach(Arc::downgrade(&host));
         let app = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
@@ -432,7 +408,7 @@ impl App {
     /// same way; the address needs a restart.
     pub fn live(&self) -> Arc<Live> {
         let now = Stamps {
-            config: crate::state_dir::file_stamp(&self.settings.config_path),
+            config: state_dir::file_stamp(&self.settings.config_path),
             policies: policy_set::dir_stamp(self.settings.policies_dir.as_deref()),
         };
         {

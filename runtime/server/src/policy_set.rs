@@ -60,7 +60,7 @@ pub fn from_dir(dir: &Path) -> Result<Vec<PolicyFile>, String> {
 
 /// The version of every user policy file of `dir` (none for the embedded set, which cannot
 /// change while serving): a change to any of them reloads the policy set.
-pub fn dir_stamp(dir: Option<&Path>) -> Vec<(PathBuf, crate::state_dir::Stamp)> {
+pub fn dir_stamp(dir: Option<&Path>) -> Vec<(PathBuf, state_dir::Stamp)> {
     let Some(dir) = dir else { return Vec::new() };
     let mut stamps: Vec<_> = std::fs::read_dir(dir)
         .map(|entries| {
@@ -69,7 +69,7 @@ pub fn dir_stamp(dir: Option<&Path>) -> Vec<(PathBuf, crate::state_dir::Stamp)> 
                 .map(|e| e.path())
                 .filter(|p| p.extension().is_some_and(|x| x == "cedar"))
                 .map(|p| {
-                    let stamp = crate::state_dir::file_stamp(&p);
+                    let stamp = state_dir::file_stamp(&p);
                     (p, stamp)
                 })
                 .collect()

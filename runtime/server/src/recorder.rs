@@ -9,7 +9,7 @@ use std::time::Duration;
 use recordings::{Redactor, Store};
 use tool_api::{ErrorCode, ToolError};
 
-use crate::config::Settings;
+use config::Settings;
 
 /// How long one background import round may work (short, so a lookup never waits long
 /// for it), and how often rounds run once everything is in.
@@ -39,7 +39,7 @@ impl Recorder {
         // The patterns were checked with the config; were one to fail here, nothing is
         // recorded or shown rather than shown unredacted.
         // gantry's own connector tokens are hidden too (those stored at start).
-        let tokens = crate::state_dir::stored_tokens(&settings.state_dir);
+        let tokens = state_dir::stored_tokens(&settings.state_dir);
         let store = Redactor::new(&settings.session_redact, tokens)
             .map_err(|e| format!("[session] redact: {e}"))
             .and_then(|redactor| {

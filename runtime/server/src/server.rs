@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use audit::{Audit, Entry};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig,
@@ -14,7 +15,6 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tool_api::{CallContext, ConnectorSpec, Content, Encoded, ToolError};
 
 use crate::app::{App, ServedTool};
-use crate::audit::{Audit, Entry};
 
 /// How many client `_meta` labels an audit line keeps, and how long each may be.
 const MAX_LABELS: usize = 4;
@@ -163,6 +163,45 @@ impl Served for App {
 
     fn progressive(&self, connector: &str) -> bool {
         self.settings.progressive.iter().any(|c| c == connector)
+    }
+}
+
+impl agents::WorkerHost for App {
+    fn prime_context(&self) -> Result<CallContext, ToolError> {
+        self.call_context(generated::core::NAME)
+    }
+
+    fn worker_service(self: Arc<Self>, worker: tool_api::WorkerId) -> transport::McpService {
+        let core = generated::CONNECTORS
+            .iter()
+            .find(|c| c.workers)
+            .unwrap_or(&generated::CONNECTORS[0]);
+        transport::mcp_service(ConnectorServer::for_worker(self, core, worker))
+    }
+}
+
+/// The connectors of an application as the transports serve them: a [`ConnectorServer`] per
+/// request over HTTP, one per connection over stdio.
+#[derive(Debug)]
+pub struct Connectors<S: Served>(pub Arc<S>);
+
+impl<S: Served> transport::Handlers for Connectors<S> {
+    type Handler = ConnectorServer<S>;
+
+    fn for_requests(&self, connector: &'static ConnectorSpec) -> ConnectorServer<S> {
+        ConnectorServer::new(self.0.clone(), connector)
+    }
+
+    fn for_connection(
+        &self,
+        connector: &'static ConnectorSpec,
+        connection: String,
+    ) -> ConnectorServer<S> {
+        ConnectorServer::for_connection(self.0.clone(), connector, connection)
+    }
+
+    fn learn_secrets(&self, secrets: Vec<String>) {
+        self.0.learn_secrets(secrets);
     }
 }
 
@@ -455,7 +494,7 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
             // Proven by the endpoint, unlike the client's own labels.
             labels.push(("gantry/worker", format!("{}/{}", w.run, w.worker)));
         }
-        let decision = crate::audit::overall(&recorded.decisions);
+        let decision = audit::overall(&recorded.decisions);
         let duration = started.elapsed();
         tracing::info!(
             connector = self.connector.name,

@@ -3,10 +3,10 @@
 use crate::surface::{CEDAR_SCHEMA, Handlers, PERMISSIONS, TOOLS, conformance};
 use std::sync::Arc;
 
+use audit::Audit;
 use authz::{Engine, Facts, PolicyFile, Snapshot};
-use gantry::app::ServedTool;
-use gantry::audit::Audit;
-use gantry::server::Served;
+use server::app::ServedTool;
+use server::server::Served;
 use tool_api::{CallContext, Content, Encoded, ErrorCode, JsonObject, NoOutput, Reply, ToolError};
 
 /// A 1x1 red PNG.
@@ -121,7 +121,7 @@ impl FixtureApp {
         };
         let facts = engine.facts(&snapshot).map_err(|d| d.to_string())?;
         Ok(FixtureApp {
-            tools: gantry::app::served_tools_of(TOOLS)?,
+            tools: server::app::served_tools_of(TOOLS)?,
             engine: Arc::new(engine),
             facts,
             handlers: Handlers {

@@ -16,12 +16,12 @@ fuzz_target!(|data: &[u8]| {
     if std::fs::write(&path, data).is_err() {
         return;
     }
-    let args = gantry::cli::CommonArgs {
+    let args = config::cli::CommonArgs {
         config: Some(path.clone()),
         state_dir: Some(dir().path().join("state")),
         ..Default::default()
     };
-    if let Err(errors) = gantry::config::Settings::resolve(&args) {
+    if let Err(errors) = config::Settings::resolve(&args) {
         assert!(!errors.is_empty());
         for e in errors {
             let shown = e.to_string();

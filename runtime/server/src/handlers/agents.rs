@@ -8,7 +8,7 @@ use generated::core::{AgentsArgs, AgentsArgsAction, AgentsOperation, AgentsOutpu
 use generated::types::{WorkerState, WorkerStateState};
 use tool_api::{CallContext, ErrorCode, Host, Reply, ToolError};
 
-use crate::agents::{Agents, Report, State};
+use agents::{Agents, Report, State};
 
 /// The fields each action takes besides `action`; any other is refused by name, so a worker
 /// cannot think it finished another worker by naming it.

@@ -330,7 +330,7 @@ impl SessionHandles {
     /// A new handle for session `id`; handles of sessions that ended are dropped first once
     /// there are more than the registry could hold.
     pub fn issue(&self, id: u64, registry: &Registry) -> Result<String, ToolError> {
-        let handle = crate::state_dir::new_secret()
+        let handle = state_dir::new_secret()
             .map_err(|e| ToolError::os("could not draw a session handle", &e))?;
         let mut map = self.lock();
         if map.len() >= 2 * limits::exec_command::MAX_SESSIONS {

@@ -11,10 +11,8 @@ use generated::resources::Upstream as UpstreamResource;
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use tool_api::{CallContext, Content, Encoded, ErrorCode, ToolError};
 
-use crate::ops::upstream::{Upstream, UpstreamCall, UpstreamConfig, Waits};
-
-/// Between a server's name and its tool's in a listed name.
-const SEPARATOR: &str = "__";
+use config::upstream::{SEPARATOR, UpstreamConfig};
+use upstream::{Upstream, UpstreamCall, Waits};
 
 /// Handlers of the Gateway connector.
 #[derive(Debug, Clone, Default)]
@@ -22,18 +20,6 @@ pub struct GatewayTools {
     upstreams: Arc<Vec<Upstream>>,
     /// Each server's tools as last listed: a call finds its tool's hints here.
     known: Arc<Mutex<HashMap<String, Vec<Tool>>>>,
-}
-
-/// Whether `name` may name an upstream server: letters, digits, `-` and single `_`.
-pub fn server_name_ok(name: &str) -> bool {
-    (1..=32).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        && !name.contains(SEPARATOR)
-        // `a_` with tool `b` and `a` with tool `_b` would both list as `a___b`.
-        && !name.starts_with('_')
-        && !name.ends_with('_')
 }
 
 fn listed_name_ok(name: &str) -> bool {

@@ -25,8 +25,8 @@ use generated::core::{
 use generated::types::{ExecResult, PatchResult};
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
 
-use crate::app::LiveRoots;
 use crate::read_state::ReadState;
+use confine::path_policy::LiveRoots;
 
 /// Handlers of the Core connector.
 #[derive(Debug, Clone)]
@@ -34,7 +34,7 @@ pub struct CoreTools {
     roots: Arc<LiveRoots>,
     terminal: Arc<terminal::Registry>,
     recorder: Arc<crate::recorder::Recorder>,
-    agents: Arc<crate::agents::Agents>,
+    agents: Arc<::agents::Agents>,
     seen: Arc<ReadState>,
 }
 
@@ -46,7 +46,7 @@ impl CoreTools {
         roots: Arc<LiveRoots>,
         terminal: Arc<terminal::Registry>,
         recorder: Arc<crate::recorder::Recorder>,
-        agents: Arc<crate::agents::Agents>,
+        agents: Arc<::agents::Agents>,
         seen: Arc<ReadState>,
     ) -> Self {
         Self {
@@ -213,6 +213,6 @@ impl CoreHandlers for CoreTools {
 }
 
 pub use desktop::DesktopTools;
-pub use gateway::{GatewayTools, server_name_ok};
+pub use gateway::GatewayTools;
 pub use shell::ShellTools;
 pub use zodex::ZodexTools;

@@ -15,11 +15,11 @@ use generated::shell::{
 use generated::types::{FsEntry, FsEntryType, ProcessInfo, ProcessInfoKind};
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
 
-use crate::app::LiveRoots;
 use crate::ops::exec::DISPLAY_VARS;
 use crate::ops::fs::{self, WritePermit};
 use crate::ops::path_policy::{Kind, Resolved, Roots};
 use crate::ops::program::{self, ProgramRun, Programs};
+use confine::path_policy::LiveRoots;
 
 /// Handlers of the Shell connector.
 #[derive(Debug, Clone)]

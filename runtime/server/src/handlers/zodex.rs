@@ -18,7 +18,7 @@ use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError, TypedAction
 use super::apply_patch::{self, PatchActions};
 use super::exec::{self, CommandRequest, SessionHandles, SessionInput, waits_of};
 use super::workdir_context::{WorkdirContext, one_line};
-use crate::app::LiveRoots;
+use confine::path_policy::LiveRoots;
 
 /// Handlers of the Zodex connector.
 #[derive(Debug, Clone)]

@@ -5,10 +5,8 @@ pub mod confinement;
 pub mod exec;
 pub mod host;
 pub mod image;
-pub mod peer;
 pub mod process_limits;
 pub mod program;
 pub mod search;
-pub mod upstream;
 
 pub use confine::{fs, path_policy};

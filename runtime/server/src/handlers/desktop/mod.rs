@@ -15,7 +15,7 @@ use generated::desktop::{
 use generated::resources::Window;
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
 
-use crate::config::Settings;
+use config::Settings;
 
 /// What the desktop connector keeps between calls.
 #[derive(Debug)]

@@ -1,0 +1,177 @@
+//! `gantry config <client>`: ready-to-paste setups, with the real URL or command.
+
+use std::path::Path;
+
+use crate::Settings;
+use crate::cli::{Client, CommonArgs};
+
+fn toml_string(s: &str) -> String {
+    toml::Value::from(s).to_string()
+}
+
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:=@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// The flags that make another `gantry serve` use the same settings as this run: the roots
+/// (always, absolute: a client may start gantry anywhere), and every other flag given here.
+fn setting_args(settings: &Settings, given: &CommonArgs) -> Vec<String> {
+    let mut args = Vec::new();
+    for root in &settings.roots {
+        args.push("--root".into());
+        args.push(root.display().to_string());
+    }
+    if settings.config_path != crate::default_config_path() {
+        args.push("--config".into());
+        args.push(settings.config_path.display().to_string());
+    }
+    if settings.state_dir != crate::default_state_dir() {
+        args.push("--state-dir".into());
+        args.push(settings.state_dir.display().to_string());
+    }
+    if let Some(dir) = given.policies.as_ref().and(settings.policies_dir.as_ref()) {
+        args.push("--policies".into());
+        args.push(dir.display().to_string());
+    }
+    if given.read_only == Some(true) {
+        args.push("--read-only".into());
+    }
+    args
+}
+
+/// The arguments that make `gantry serve --stdio` use the same settings as this run.
+fn stdio_args(settings: &Settings, given: &CommonArgs, connector: &str) -> Vec<String> {
+    let mut args = vec![
+        "serve".to_string(),
+        "--stdio".to_string(),
+        "--connector".to_string(),
+        connector.to_string(),
+    ];
+    args.extend(setting_args(settings, given));
+    args
+}
+
+/// `serve` over HTTP with the same settings, `extra` flags first, as one shell line.
+fn http_command(exe: &str, settings: &Settings, given: &CommonArgs, extra: &[String]) -> String {
+    let mut words = vec![shell_word(exe), "serve".to_string()];
+    words.extend(extra.iter().map(|a| shell_word(a)));
+    words.extend(setting_args(settings, given).iter().map(|a| shell_word(a)));
+    if let Some(port) = given.port {
+        words.push("--port".into());
+        words.push(port.to_string());
+    }
+    words.join(" ")
+}
+
+/// The setup for `client`: what to paste (stdout; JSON and TOML exactly as the client reads
+/// them) and where to put it (a hint for stderr). `exe` is the gantry binary; `token` the
+/// connector's secret; `given` the flags of this run, carried into the setup.
+pub fn render(
+    client: Client,
+    settings: &Settings,
+    given: &CommonArgs,
+    connector: &str,
+    exe: &Path,
+    token: &str,
+) -> (String, Option<&'static str>) {
+    let exe = exe.display().to_string();
+    let args = stdio_args(settings, given, connector);
+    match client {
+        Client::Chatgpt => {
+            let host = settings
+                .public_host
+                .as_deref()
+                .unwrap_or("<your-tunnel-host>");
+            let public = crate::urls::public_url(host, token);
+            let serve = http_command(
+                &exe,
+                settings,
+                given,
+                &["--public-host".to_string(), host.to_string()],
+            );
+            let text = format!(
+                "# 1. Start a tunnel to http://127.0.0.1:{port} and note the https:// name it prints\n\
+                 #    (a quick tunnel gets a new name each run; see docs/CHATGPT.md for a stable one):\n\
+                 cloudflared tunnel --url http://127.0.0.1:{port}\n\
+                 # 2. Serve (loopback only), accepting that name:\n\
+                 {serve}\n\
+                 # 3. ChatGPT > Settings > Apps & Connectors > Advanced > Developer mode > Create:\n\
+                 #    MCP Server URL: {public}\n\
+                 #    Authentication: No authentication (the secret is in the URL)\n\
+                 # 4. After changing permissions or upgrading gantry, press Refresh on the connector.\n",
+                port = settings.port,
+            );
+            let hint = settings.public_host.is_none().then_some(
+                "give --public-host with the name your tunnel prints to get the exact URL",
+            );
+            (text, hint)
+        }
+        Client::ClaudeDesktop => (
+            mcp_servers_json(connector, &exe, &args),
+            Some("paste into claude_desktop_config.json (Settings > Developer > Edit Config)"),
+        ),
+        Client::ClaudeCode => {
+            let words: Vec<String> = args.iter().map(|a| shell_word(a)).collect();
+            let text = format!(
+                "claude mcp add gantry-{connector} -- {} {}\n",
+                shell_word(&exe),
+                words.join(" ")
+            );
+            (text, None)
+        }
+        Client::Codex => {
+            let args_toml: Vec<String> = args.iter().map(|a| toml_string(a)).collect();
+            let text = format!(
+                "[mcp_servers.gantry-{connector}]\ncommand = {}\nargs = [{}]\n",
+                toml_string(&exe),
+                args_toml.join(", ")
+            );
+            (text, Some("add to ~/.codex/config.toml"))
+        }
+        Client::Cursor => (
+            mcp_servers_json(connector, &exe, &args),
+            Some("paste into .cursor/mcp.json (project) or ~/.cursor/mcp.json (global)"),
+        ),
+        Client::Inspector => {
+            let serve = http_command(
+                &exe,
+                settings,
+                given,
+                &[
+                    "--allowed-origin".to_string(),
+                    "http://localhost:6274".to_string(),
+                ],
+            );
+            let words: Vec<String> = args.iter().map(|a| shell_word(a)).collect();
+            let local_url = format!("http://{}:{}/{token}/mcp", settings.host, settings.port);
+            let text = format!(
+                "# over HTTP (start `{serve}` first):\n\
+                 npx @modelcontextprotocol/inspector --cli {local_url} --transport http --method tools/list\n\
+                 # over stdio:\n\
+                 npx @modelcontextprotocol/inspector --cli {} {} --method tools/list\n",
+                shell_word(&exe),
+                words.join(" ")
+            );
+            (text, None)
+        }
+    }
+}
+
+/// `{"mcpServers": {...}}` as Claude Desktop and Cursor read it: plain JSON, no comments.
+fn mcp_servers_json(connector: &str, exe: &str, args: &[String]) -> String {
+    let value = serde_json::json!({
+        "mcpServers": {
+            format!("gantry-{connector}"): { "command": exe, "args": args }
+        }
+    });
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    text
+}

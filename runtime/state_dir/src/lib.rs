@@ -1,0 +1,10 @@
+//! gantry's state directory: its own private files (0700 directory, 0600 files on Unix), the
+//! connectors' tokens (kept live as the file changes) and the stamps that tell a file changed.
+//! No path from a tool call ever reaches it.
+
+mod files;
+
+pub use files::{
+    LiveTokens, Stamp, Tokens, ensure, file_stamp, force_private, new_secret, stored_tokens,
+    tokens_path, write_private,
+};
