@@ -399,10 +399,9 @@ impl Control {
                 if !dir.is_absolute() {
                     return format!("{}: give an absolute path", dir.display());
                 }
-                let dir = match std::fs::canonicalize(&dir) {
-                    Ok(d) if d.is_dir() => d,
-                    Ok(d) => return format!("{}: not a directory", d.display()),
-                    Err(e) => return format!("{}: {e}", dir.display()),
+                let dir = match confine::path_policy::new_root(&dir) {
+                    Ok(d) => d,
+                    Err(why) => return why,
                 };
                 self.change(
                     Change::AddRoot(dir.clone()),

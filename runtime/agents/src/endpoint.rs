@@ -18,10 +18,15 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tower::ServiceExt as _;
 use transport::McpService;
 
-use crate::Agents;
-
 /// Connections open at once.
 const MAX_CONNECTIONS: usize = 32;
+
+/// Who the endpoint answers: the live workers, found by their turn's secret.
+pub trait Callers: Send + Sync {
+    /// The live worker whose endpoint secret is `secret`: its id, its program (whose
+    /// descendants alone may call) and its MCP service.
+    fn by_secret(&self, secret: &str) -> Option<Caller>;
+}
 
 /// A live worker as the endpoint finds it by its secret.
 pub struct Caller {
@@ -39,7 +44,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// Binds 127.0.0.1 on a free port and serves until the process ends.
-    pub async fn start(agents: Weak<Agents>) -> std::io::Result<Endpoint> {
+    pub async fn start(agents: Weak<dyn Callers>) -> std::io::Result<Endpoint> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         tracing::info!(%addr, "the workers' endpoint is listening (loopback only)");
@@ -102,7 +107,7 @@ fn refuse(status: StatusCode, why: &str) -> Response {
 }
 
 async fn route(
-    agents: Weak<Agents>,
+    agents: Weak<dyn Callers>,
     local: SocketAddr,
     opener: Option<u32>,
     request: http::Request<Body>,

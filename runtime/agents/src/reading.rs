@@ -12,10 +12,13 @@ pub fn expand(template: &[String], values: &[(&str, &str)]) -> Vec<String> {
             let mut out = String::with_capacity(word.len());
             let mut rest = word.as_str();
             while !rest.is_empty() {
-                match values.iter().find(|(name, _)| rest.starts_with(name)) {
-                    Some((name, value)) => {
+                let placeholder = values
+                    .iter()
+                    .find_map(|(name, value)| Some((value, rest.strip_prefix(name)?)));
+                match placeholder {
+                    Some((value, after)) => {
                         out.push_str(value);
-                        rest = &rest[name.len()..];
+                        rest = after;
                     }
                     None => {
                         let mut chars = rest.chars();

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tool_api::{ErrorCode, ToolError};
 
 use config::worker_kinds::{AgentsConfig, Kind, known_names};
-use confine::path_policy::LiveRoots;
+use confine::path_policy::{LiveRoots, Placement};
 
 use crate::WorkerHost;
 use crate::endpoint;
@@ -335,24 +335,23 @@ impl Agents {
             .workdir
             .clone()
             .unwrap_or_else(|| roots.first().to_path_buf());
-        let resolved = std::fs::canonicalize(&wanted).map_err(|e| {
-            not_found(format!(
-                "kind `{}`: its workdir {} cannot be used ({e})",
-                kind.name,
-                wanted.display()
-            ))
-        })?;
-        if !roots.all().iter().any(|r| resolved.starts_with(r)) {
-            return Err(ToolError::new(
-                ErrorCode::PathNotAllowed,
-                format!(
-                    "kind `{}`: its workdir {} is outside the approved roots",
+        roots
+            .configured_dir(&wanted)
+            .map_err(|placement| match placement {
+                Placement::Unusable(e) => not_found(format!(
+                    "kind `{}`: its workdir {} cannot be used ({e})",
                     kind.name,
                     wanted.display()
+                )),
+                Placement::Outside => ToolError::new(
+                    ErrorCode::PathNotAllowed,
+                    format!(
+                        "kind `{}`: its workdir {} is outside the approved roots",
+                        kind.name,
+                        wanted.display()
+                    ),
                 ),
-            ));
-        }
-        Ok(resolved)
+            })
     }
 
     /// `spawn`: a new run of one worker per task, each told `context` and its task. Tasks
@@ -579,7 +578,7 @@ impl Agents {
     }
 
     async fn endpoint(self: &Arc<Self>) -> Result<&endpoint::Endpoint, ToolError> {
-        let me = Arc::downgrade(self);
+        let me: Weak<dyn endpoint::Callers> = Arc::downgrade(self) as Weak<Agents>;
         self.endpoint
             .get_or_try_init(|| async { endpoint::Endpoint::start(me).await })
             .await
@@ -1291,23 +1290,6 @@ impl Agents {
         Ok(reply)
     }
 
-    /// The live worker whose endpoint secret is `secret`: its id, its program (whose
-    /// descendants alone may call) and its MCP service.
-    pub(crate) fn by_secret(&self, secret: &str) -> Option<endpoint::Caller> {
-        use subtle::ConstantTimeEq as _;
-        let board = self.board();
-        board.live.iter().find_map(|(worker, live)| {
-            let same = live.secret.len() == secret.len()
-                && bool::from(live.secret.as_bytes().ct_eq(secret.as_bytes()));
-            same.then(|| endpoint::Caller {
-                run: live.run.clone(),
-                worker: worker.clone(),
-                held: live.held.clone(),
-                service: live.service.clone(),
-            })
-        })
-    }
-
     /// Ends the run (the user's choice, on the control page): every program of it is ended
     /// and every worker finished for good. Returns how many programs were running.
     pub async fn end_run(self: &Arc<Self>) -> Result<Option<(String, usize)>, String> {
@@ -1450,4 +1432,21 @@ fn fits_a_command_line(kind: &Kind, prompt: &str, what: &str) -> Result<(), Tool
         )));
     }
     Ok(())
+}
+
+impl endpoint::Callers for Agents {
+    fn by_secret(&self, secret: &str) -> Option<endpoint::Caller> {
+        use subtle::ConstantTimeEq as _;
+        let board = self.board();
+        board.live.iter().find_map(|(worker, live)| {
+            let same = live.secret.len() == secret.len()
+                && bool::from(live.secret.as_bytes().ct_eq(secret.as_bytes()));
+            same.then(|| endpoint::Caller {
+                run: live.run.clone(),
+                worker: worker.clone(),
+                held: live.held.clone(),
+                service: live.service.clone(),
+            })
+        })
+    }
 }

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use confine::path_policy::{Placement, Roots};
 use serde::Deserialize;
 
 /// Workers working at once, unless the config says otherwise.
@@ -407,17 +408,11 @@ pub fn known_kinds() -> Vec<Kind> {
 
 /// What would make a kind fail at its first `spawn` although the config reads well: its
 /// program not on PATH, its workdir missing or outside `roots`. For `gantry check`.
-pub fn kind_problems(config: &AgentsConfig, roots: &[PathBuf]) -> Vec<String> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
+pub fn kind_problems(config: &AgentsConfig, roots: &Roots) -> Vec<String> {
     let mut found = Vec::new();
     for k in &config.kinds {
         if let Some(program) = k.start.first() {
-            let given = Path::new(program);
-            let there = if given.components().count() > 1 {
-                is_program(given)
-            } else {
-                std::env::split_paths(&path).any(|dir| is_program(&dir.join(program)))
-            };
+            let there = terminal::programs::on_path(program).is_some();
             if !there {
                 found.push(format!(
                     "worker kind `{}`: its program `{program}` is not on PATH here (gantry starts it in your login environment, whose PATH may differ)",
@@ -426,14 +421,14 @@ pub fn kind_problems(config: &AgentsConfig, roots: &[PathBuf]) -> Vec<String> {
             }
         }
         if let Some(dir) = &k.workdir {
-            match std::fs::canonicalize(dir) {
-                Ok(d) if roots.iter().any(|r| d.starts_with(r)) => {}
-                Ok(_) => found.push(format!(
+            match roots.configured_dir(dir) {
+                Ok(_) => {}
+                Err(Placement::Outside) => found.push(format!(
                     "worker kind `{}`: its workdir {} is outside the approved roots; spawn will refuse it",
                     k.name,
                     dir.display()
                 )),
-                Err(e) => found.push(format!(
+                Err(Placement::Unusable(e)) => found.push(format!(
                     "worker kind `{}`: its workdir {}: {e}",
                     k.name,
                     dir.display()
@@ -451,30 +446,14 @@ pub fn known_names() -> Vec<String> {
 
 /// The known kinds whose program is on PATH.
 fn found_on_path() -> Vec<Kind> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
     known_kinds()
         .into_iter()
         .filter(|k| {
-            k.start.first().is_some_and(|program| {
-                std::env::split_paths(&path).any(|dir| is_program(&dir.join(program)))
-            })
+            k.start
+                .first()
+                .is_some_and(|program| terminal::programs::on_path(program).is_some())
         })
         .collect()
-}
-
-fn is_program(path: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    }
-    #[cfg(not(unix))]
-    {
-        // Only what gantry would start: a batch shim is refused at start.
-        ["exe", "com"]
-            .iter()
-            .any(|ext| path.with_extension(ext).is_file())
-    }
 }
 
 #[cfg(test)]

@@ -97,6 +97,44 @@ impl LiveRoots {
     }
 }
 
+/// Why a directory the user configured cannot be used where it must lie inside the roots.
+#[derive(Debug)]
+pub enum Placement {
+    /// It cannot be resolved (missing, unreadable).
+    Unusable(std::io::Error),
+    /// It resolves outside every root.
+    Outside,
+}
+
+/// `dir`, a directory the user named to become a root (the control page), canonical, when
+/// it exists and is a directory; the reason otherwise.
+pub fn new_root(dir: &Path) -> Result<PathBuf, String> {
+    match std::fs::canonicalize(dir) {
+        Ok(d) if d.is_dir() => Ok(d),
+        Ok(d) => Err(format!("{}: not a directory", d.display())),
+        Err(e) => Err(format!("{}: {e}", dir.display())),
+    }
+}
+
+/// `path` with its links resolved (as given when it cannot be), and the first of `roots`
+/// (canonical) that holds it, if any: whether one of gantry's own files lies in a root.
+pub fn root_holding<'r>(roots: &'r [PathBuf], path: &Path) -> (PathBuf, Option<&'r PathBuf>) {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let root = roots.iter().find(|r| within(r, &real));
+    (real, root)
+}
+
+/// A program found on PATH, canonical (links followed): the file that really runs, for the
+/// Cedar decision on it. `None` when it vanished meanwhile.
+pub fn canonical_program(found: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(found).ok()
+}
+
+/// Whether `path` (canonical) is gantry's spill directory `spill_dir` or below it.
+pub fn is_below(spill_dir: &Path, path: &Path) -> bool {
+    path.is_absolute() && within(spill_dir, path)
+}
+
 /// The approved roots, canonicalized once at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Roots {
@@ -211,6 +249,35 @@ impl Roots {
     /// Whether a canonical path lies inside a root.
     pub fn contains(&self, canonical: &Path) -> bool {
         self.root_of(canonical).is_some()
+    }
+
+    /// Whether `path`, an absolute path a transcript or a config wrote (not a tool's), is
+    /// inside a root: as written (no `..`), and, when it exists, once its links are resolved
+    /// too. A path that no longer exists is judged as written.
+    pub fn holds_as_written(&self, path: &Path) -> bool {
+        if !path.is_absolute()
+            || path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return false;
+        }
+        let as_written = self.roots.iter().any(|r| within(r, path));
+        match std::fs::canonicalize(path) {
+            Ok(canonical) => as_written && self.contains(&canonical),
+            Err(_) => as_written,
+        }
+    }
+
+    /// `dir`, a directory the user configured (a worker kind's `workdir`), canonical, when it
+    /// exists and lies inside a root.
+    pub fn configured_dir(&self, dir: &Path) -> Result<PathBuf, Placement> {
+        let canonical = std::fs::canonicalize(dir).map_err(Placement::Unusable)?;
+        if self.contains(&canonical) {
+            Ok(canonical)
+        } else {
+            Err(Placement::Outside)
+        }
     }
 
     /// Resolves `given` like [`Roots::resolve`], except that a last component which is a

@@ -97,7 +97,7 @@ pub fn run(
                         s.agents.ceiling_tokens
                     ));
                 }
-                warnings.extend(config::worker_kinds::kind_problems(&s.agents, r.all()));
+                warnings.extend(config::worker_kinds::kind_problems(&s.agents, &r));
             }
             Err(e) => problems.push(e),
         }

@@ -2,7 +2,7 @@
 //! (a CRLF file stays CRLF, new lines take the file's first line ending), context lines keep
 //! the file's own text, and a byte-order mark survives.
 
-use crate::parse::{Chunk, ChunkLine};
+use crate::ops::{Chunk, ChunkLine};
 use crate::seek::{Budget, DEFAULT_BUDGET, Exhausted, Seeker};
 
 /// What [`apply_update`] holds per line of the file beyond the text itself: the line's

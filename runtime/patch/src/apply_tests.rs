@@ -1,5 +1,6 @@
 use super::*;
-use crate::parse::{FileOp, parse};
+use crate::ops::FileOp;
+use crate::parse::parse;
 
 fn update(original: &str, patch_body: &str) -> Result<Updated, MatchError> {
     let text = format!("*** Begin Patch\n*** Update File: f\n{patch_body}\n*** End Patch\n");

@@ -4,9 +4,11 @@
 //! the first write.
 
 mod apply;
+mod ops;
 mod parse;
 mod seek;
 mod unified;
 
 pub use apply::{BYTES_PER_LINE, MatchError, Updated, apply_update};
-pub use parse::{Chunk, ChunkLine, FileOp, ParseError, Patch, parse};
+pub use ops::{Chunk, ChunkLine, FileOp, ParseError, Patch};
+pub use parse::parse;

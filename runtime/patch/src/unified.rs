@@ -5,7 +5,7 @@
 //! counts delimit a hunk's lines, and the line numbers are not trusted (the file may have moved
 //! on since the diff was made).
 
-use crate::parse::{Chunk, ChunkLine, FileOp, ParseError, Patch};
+use crate::ops::{Chunk, ChunkLine, FileOp, ParseError, Patch};
 
 fn err(line: usize, message: impl Into<String>) -> ParseError {
     ParseError {

@@ -47,9 +47,7 @@ const REMOVE_MAX: usize = 4096;
 
 /// The pid namespace this process lives in: pids and start times only mean something in it.
 fn pid_namespace() -> Option<u64> {
-    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
-    let s = link.to_str()?;
-    s.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+    crate::procfs::own_pid_namespace()
 }
 
 /// One session's cgroup directory; removed when dropped (after ending what is left in it).
@@ -77,7 +75,7 @@ impl Tree {
         }
         let own = own_cgroup()?;
         let me = std::process::id();
-        let ticks = crate::process_tree::start_ticks(me);
+        let ticks = crate::procfs::start_ticks(me);
         let ns = pid_namespace();
         let (Some(ns), true) = (ns, ticks != 0) else {
             return Err("this process's pid namespace or start time cannot be read".into());
@@ -300,7 +298,7 @@ fn end_stale(own: &Path, ns: u64) -> usize {
         if their_ns != ns {
             continue;
         }
-        if crate::process_tree::start_ticks(pid) != ticks {
+        if crate::procfs::start_ticks(pid) != ticks {
             stale.push(e.path());
             if stale.len() == STALE_MAX {
                 break;
@@ -326,12 +324,12 @@ fn end_stale(own: &Path, ns: u64) -> usize {
 
 /// The directory of the cgroup v2 group this process is in, on a mounted cgroup2 hierarchy.
 fn own_cgroup() -> Result<PathBuf, String> {
-    let membership = std::fs::read_to_string("/proc/self/cgroup")
+    let membership = crate::procfs::own_cgroup()
         .map_err(|e| format!("/proc/self/cgroup cannot be read: {e}"))?;
     let Some(path) = membership.lines().find_map(|l| l.strip_prefix("0::")) else {
         return Err("this process is in no cgroup v2 hierarchy".into());
     };
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+    let mounts = crate::procfs::own_mountinfo()
         .map_err(|e| format!("/proc/self/mountinfo cannot be read: {e}"))?;
     for line in mounts.lines() {
         let Some((fields, rest)) = line.split_once(" - ") else {

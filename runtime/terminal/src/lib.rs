@@ -9,6 +9,8 @@
 
 pub mod cgroup;
 pub mod process_tree;
+pub mod procfs;
+pub mod programs;
 mod registry;
 pub mod sanitize;
 mod session;

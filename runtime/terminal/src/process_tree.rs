@@ -13,64 +13,25 @@ mod linux {
 
     use rustix::process::{Pid, Signal};
 
-    struct Proc {
-        pid: i32,
-        ppid: i32,
-        session: i32,
-        start: u64,
-    }
-
-    fn stat(pid: i32) -> Option<Proc> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // `pid (comm) state ppid pgrp session …`; comm may hold spaces and parentheses.
-        let after = &text[text.rfind(')')? + 2..];
-        let mut fields = after.split_whitespace();
-        let _state = fields.next()?;
-        let ppid = fields.next()?.parse().ok()?;
-        let _pgrp: i32 = fields.next()?.parse().ok()?;
-        let session = fields.next()?.parse().ok()?;
-        // Field 22, `starttime`, in clock ticks since boot.
-        let start = fields.nth(15)?.parse().ok()?;
-        Some(Proc {
-            pid,
-            ppid,
-            session,
-            start,
-        })
-    }
-
-    /// When `pid` started, in clock ticks since boot (0 when unknown).
-    pub fn start_ticks(pid: i32) -> u64 {
-        stat(pid).map_or(0, |p| p.start)
-    }
+    use crate::procfs::{self, Stat};
 
     fn has_tag(pid: i32, needle: &[u8]) -> bool {
-        std::fs::read(format!("/proc/{pid}/environ"))
-            .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle))
+        procfs::environ(pid).is_some_and(|env| env.iter().any(|kv| kv == needle))
     }
 
     /// Every process, or with `newer_than`, only those whose pid was allocated after it. Pids
     /// are handed out in increasing order until they wrap at pid_max; the shortcut is taken
     /// only where pid_max is so large (the 64-bit default, 2^22) that a young session cannot
     /// have seen a wrap, and the last pid handed out is still above `newer_than`.
-    fn all(newer_than: Option<i32>) -> Vec<Proc> {
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        let read_i32 = |path: &str| {
-            std::fs::read_to_string(path)
-                .ok()
-                .and_then(|t| t.trim().parse::<i32>().ok())
-        };
+    fn all(newer_than: Option<i32>) -> Vec<Stat> {
         let floor = newer_than.filter(|n| {
-            read_i32("/proc/sys/kernel/pid_max").is_some_and(|max| max >= 1 << 22)
-                && read_i32("/proc/sys/kernel/ns_last_pid").is_some_and(|last| last >= *n)
+            let (max, last) = procfs::pid_range();
+            max.is_some_and(|max| max >= 1 << 22) && last.is_some_and(|last| last >= *n)
         });
-        entries
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        procfs::pids()
+            .into_iter()
             .filter(|pid| floor.is_none_or(|f| *pid >= f))
-            .filter_map(stat)
+            .filter_map(procfs::stat)
             .collect()
     }
 
@@ -114,7 +75,7 @@ mod linux {
 
     /// Whether `leader`'s pid now names another process than the one started at `since`.
     pub fn leader_reused(leader: i32, since: u64) -> bool {
-        since != 0 && stat(leader).is_some_and(|p| p.start != since)
+        since != 0 && procfs::stat(leader).is_some_and(|p| p.start != since)
     }
 
     pub fn kill(pid: i32) {
@@ -139,10 +100,7 @@ mod linux {
 
     /// Whether any of `pids` is still running (not gone, not a zombie).
     pub fn any_running(pids: &[i32]) -> bool {
-        pids.iter().any(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .is_ok_and(|s| s.rfind(')').and_then(|i| s.get(i + 2..i + 3)) != Some("Z"))
-        })
+        pids.iter().any(|p| procfs::is_running(*p))
     }
 }
 
@@ -162,18 +120,6 @@ pub fn method_without_cgroup(why: &str) -> String {
 /// terminal) after SIGHUP and SIGTERM before SIGKILL. Killing at once left, for example, a
 /// login shell's `pyenv rehash` lock behind, and every later shell then waited a minute on it.
 pub const GRACE: std::time::Duration = std::time::Duration::from_millis(300);
-
-/// When `pid` started, in a platform unit that only needs to be comparable (0 when unknown).
-#[cfg(target_os = "linux")]
-pub fn start_ticks(pid: u32) -> u64 {
-    i32::try_from(pid).map_or(0, linux::start_ticks)
-}
-
-/// When `pid` started (unknown here).
-#[cfg(not(target_os = "linux"))]
-pub fn start_ticks(_pid: u32) -> u64 {
-    0
-}
 
 /// Kills every process of the session led by `leader` (tagged `tag`, started at `since`),
 /// repeating while new ones appear (a process may fork while we work). `young` says the
@@ -202,17 +148,10 @@ pub fn terminate(leader: u32, tag: &str, since: u64, young: bool) -> usize {
     let mut signalled = 0;
     for _ in 0..20 {
         let members = linux::members(leader, tag, since, young);
-        let alive: Vec<i32> = members
-            .into_iter()
-            .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
-            .collect();
         // Zombies stay in /proc until reaped; they hold nothing, so stop once only they remain.
-        let running: Vec<i32> = alive
+        let running: Vec<i32> = members
             .into_iter()
-            .filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/stat"))
-                    .is_ok_and(|s| s.rfind(')').and_then(|i| s.get(i + 2..i + 3)) != Some("Z"))
-            })
+            .filter(|p| crate::procfs::is_running(*p))
             .collect();
         if running.is_empty() {
             break;

@@ -754,9 +754,10 @@ impl Registry {
                 // Resolved here, to the very file that runs: a bare name would otherwise be
                 // found through PATHEXT, a batch shim included.
                 let path = std::env::var_os("PATH").unwrap_or_default();
-                let program = crate::shell::windows_executable(&argv[0], &path).map_err(|e| {
-                    TerminalError::Spawn(std::io::Error::new(std::io::ErrorKind::NotFound, e))
-                })?;
+                let program =
+                    crate::programs::windows_executable(&argv[0], &path).map_err(|e| {
+                        TerminalError::Spawn(std::io::Error::new(std::io::ErrorKind::NotFound, e))
+                    })?;
                 crate::shell::Invocation {
                     program: program.into_os_string(),
                     args: argv[1..].iter().map(Into::into).collect(),

@@ -259,7 +259,7 @@ impl Session {
         let mut child = pty.slave.spawn_command(cmd).map_err(other)?;
         drop(pty.slave);
         let pid = child.process_id().unwrap_or(0);
-        let start_ticks = process_tree::start_ticks(pid);
+        let start_ticks = crate::procfs::start_ticks(pid);
         #[cfg(windows)]
         let job = process_tree::JobObject::for_process(pid).ok();
         let mut reader = pty.master.try_clone_reader().map_err(other)?;

@@ -3,7 +3,6 @@
 //! labelled section and an exit code per item.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 
 /// A program and its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,52 +75,6 @@ impl Shell {
     }
 }
 
-impl Shell {
-    /// How to run `script` with the user's environment as `prepared` says: sourcing the
-    /// snapshot in a plain shell, then the call's own variables (they win over the profile's)
-    /// and removals, then the script; or a login shell as [`Shell::invocation`] does.
-    pub fn prepared_invocation(
-        &self,
-        script: &str,
-        prepared: &crate::snapshot::Prepared,
-        env: &[(String, String)],
-        remove: &[String],
-    ) -> Invocation {
-        if self.kind != ShellKind::Posix {
-            return self.invocation(script);
-        }
-        let mut s = match prepared {
-            crate::snapshot::Prepared::Snapshot(file, _) => {
-                format!(". {}\n", posix_quote(&file.to_string_lossy()))
-            }
-            crate::snapshot::Prepared::Plain(_) | crate::snapshot::Prepared::Login(_) => {
-                String::new()
-            }
-        };
-        // Under confinement the launcher names the one temp directory commands may write;
-        // a profile's TMPDIR must not take it away.
-        s.push_str(
-            "[ -n \"${GANTRY_CONFINED_TMPDIR-}\" ] && export TMPDIR=\"$GANTRY_CONFINED_TMPDIR\"\n",
-        );
-        s.push_str(&env_lines(env, remove));
-        s.push_str(script);
-        let args = match prepared {
-            // A login shell reads its profile before the script, so the call's variables,
-            // set in the script, still win.
-            crate::snapshot::Prepared::Login(_) => vec!["-lc".into(), s.into()],
-            _ => {
-                let mut args = crate::snapshot::plain_args(self);
-                args.push(s.into());
-                args
-            }
-        };
-        Invocation {
-            program: self.path.clone(),
-            args,
-        }
-    }
-}
-
 /// The lines that give a shell the call's variables (they win over the profile's) and take
 /// away the removed ones.
 pub(crate) fn env_lines(env: &[(String, String)], remove: &[String]) -> String {
@@ -156,60 +109,6 @@ pub(crate) fn posix_quote(s: &str) -> String {
 pub fn command_line(argv: &[String]) -> String {
     let words: Vec<String> = argv.iter().map(|w| posix_quote(w)).collect();
     format!("exec {}", words.join(" "))
-}
-
-/// The executable `name` runs as on Windows, found the way CreateProcess would (as given
-/// when it is a path, else in each directory of `path`), but only as an `.exe` or `.com`:
-/// a batch file (`.cmd`, `.bat`, such as npm's shims) would hand its arguments to cmd.exe
-/// to parse, so it is refused, naming it.
-pub fn windows_executable(name: &str, path: &std::ffi::OsStr) -> Result<PathBuf, String> {
-    let is_batch = |p: &Path| {
-        p.extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| e.eq_ignore_ascii_case("cmd") || e.eq_ignore_ascii_case("bat"))
-    };
-    let runnable = |p: &Path| {
-        p.is_file()
-            && p.extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| e.eq_ignore_ascii_case("exe") || e.eq_ignore_ascii_case("com"))
-    };
-    let given = Path::new(name);
-    if is_batch(given) {
-        return Err(format!(
-            "{name} is a batch file, which cmd.exe would parse; name the program it runs (an .exe, or node with its script)"
-        ));
-    }
-    let dirs: Vec<PathBuf> = if given.components().count() > 1 || given.is_absolute() {
-        vec![PathBuf::new()]
-    } else {
-        std::env::split_paths(path).collect()
-    };
-    let mut batch = None;
-    for dir in dirs {
-        let base = dir.join(given);
-        for candidate in [
-            base.clone(),
-            base.with_extension("exe"),
-            base.with_extension("com"),
-        ] {
-            if runnable(&candidate) {
-                return Ok(candidate);
-            }
-        }
-        for candidate in [base.with_extension("cmd"), base.with_extension("bat")] {
-            if batch.is_none() && candidate.is_file() {
-                batch = Some(candidate);
-            }
-        }
-    }
-    Err(match batch {
-        Some(b) => format!(
-            "{name} is found only as {}, a batch file, which cmd.exe would parse; name the program it runs (an .exe, or node with its script)",
-            b.display()
-        ),
-        None => format!("{name} was not found as an .exe on PATH"),
-    })
 }
 
 /// The longest command line a held program may have: Linux takes at most 128 KiB in one
@@ -272,31 +171,6 @@ pub fn parse_marker(line: &str, nonce: &str) -> Option<(usize, i32)> {
 
 #[cfg(test)]
 mod tests {
-
-    /// A bare name is found as an `.exe` on the path; a batch shim is refused by name,
-    /// whether it is named or only found.
-    #[test]
-    fn a_windows_program_is_an_exe_and_never_a_batch_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-        std::fs::create_dir_all(&a).unwrap();
-        std::fs::create_dir_all(&b).unwrap();
-        std::fs::write(a.join("codex.cmd"), "").unwrap();
-        std::fs::write(b.join("claude.exe"), "").unwrap();
-        let path = std::env::join_paths([&a, &b]).unwrap();
-        assert_eq!(
-            windows_executable("claude", &path).unwrap(),
-            b.join("claude.exe")
-        );
-        let shim = windows_executable("codex", &path).unwrap_err();
-        assert!(shim.contains("a batch file"), "{shim}");
-        assert!(windows_executable("x.bat", &path).is_err());
-        assert!(
-            windows_executable("nothing", &path)
-                .unwrap_err()
-                .contains("not found")
-        );
-    }
 
     use super::*;
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::shell::{Shell, posix_quote};
+use crate::shell::{Invocation, Shell, ShellKind, env_lines, posix_quote};
 
 /// How long a login shell may take to set itself up before gantry gives up on it.
 pub const CAPTURE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -394,6 +394,51 @@ fn render(fam: Family, env: &[u8], more: &str, server_path: Option<&OsStr>) -> S
         Family::Sh => {}
     }
     out
+}
+
+/// Commands in a shell prepared by a snapshot (or not).
+impl Shell {
+    /// How to run `script` with the user's environment as `prepared` says: sourcing the
+    /// snapshot in a plain shell, then the call's own variables (they win over the profile's)
+    /// and removals, then the script; or a login shell as [`Shell::invocation`] does.
+    pub fn prepared_invocation(
+        &self,
+        script: &str,
+        prepared: &Prepared,
+        env: &[(String, String)],
+        remove: &[String],
+    ) -> Invocation {
+        if self.kind != ShellKind::Posix {
+            return self.invocation(script);
+        }
+        let mut s = match prepared {
+            Prepared::Snapshot(file, _) => {
+                format!(". {}\n", posix_quote(&file.to_string_lossy()))
+            }
+            Prepared::Plain(_) | Prepared::Login(_) => String::new(),
+        };
+        // Under confinement the launcher names the one temp directory commands may write;
+        // a profile's TMPDIR must not take it away.
+        s.push_str(
+            "[ -n \"${GANTRY_CONFINED_TMPDIR-}\" ] && export TMPDIR=\"$GANTRY_CONFINED_TMPDIR\"\n",
+        );
+        s.push_str(&env_lines(env, remove));
+        s.push_str(script);
+        let args = match prepared {
+            // A login shell reads its profile before the script, so the call's variables,
+            // set in the script, still win.
+            Prepared::Login(_) => vec!["-lc".into(), s.into()],
+            _ => {
+                let mut args = plain_args(self);
+                args.push(s.into());
+                args
+            }
+        };
+        Invocation {
+            program: self.path.clone(),
+            args,
+        }
+    }
 }
 
 /// The plain (non-login) way to start `shell` so it reads no profile.

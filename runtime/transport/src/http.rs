@@ -34,8 +34,8 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
@@ -43,10 +43,10 @@ use tower::ServiceExt as _;
 use config::Settings;
 use state_dir::LiveTokens;
 
-use crate::Handlers;
+use crate::service::Handlers;
 
-/// Largest request body.
-pub const MAX_BODY_BYTES: usize = 4 << 20;
+pub use crate::service::MAX_BODY_BYTES;
+use crate::service::stateless;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a request may take, answer included (every tool yields well within it).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
@@ -396,28 +396,6 @@ pub fn listen_error(host: &str, port: u16, e: &std::io::Error) -> String {
         ),
         _ => format!("cannot listen on {host}:{port}: {e}"),
     }
-}
-
-/// One connector's MCP service as the HTTP boundary and the workers' endpoint serve it:
-/// stateless (no MCP session), JSON answers, bodies up to [`MAX_BODY_BYTES`]. The `Host`
-/// check is gantry's own (wildcards, and `/healthz` alike), made before rmcp sees a request.
-pub fn stateless<H: rmcp::ServerHandler + Clone>(
-    handler: H,
-    shutdown: Option<&CancellationToken>,
-) -> StreamableHttpService<H, NeverSessionManager> {
-    let mut config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .disable_allowed_hosts()
-        .with_max_request_body_bytes(MAX_BODY_BYTES);
-    if let Some(shutdown) = shutdown {
-        config = config.with_cancellation_token(shutdown.child_token());
-    }
-    StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(NeverSessionManager::default()),
-        config,
-    )
 }
 
 /// The router of the HTTP boundary (`/healthz` and the connector endpoints).

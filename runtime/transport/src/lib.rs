@@ -3,9 +3,9 @@
 //! connection. Generic over [`Handlers`]: it serves whatever MCP handlers it is given and
 //! decides nothing about tools.
 
-mod handlers;
 pub mod http;
 pub mod peer;
+mod service;
 pub mod stdio;
 
-pub use handlers::{Handlers, McpService, mcp_service};
+pub use service::{Handlers, McpService, mcp_service};

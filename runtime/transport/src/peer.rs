@@ -90,7 +90,7 @@ mod linux {
 
     /// The socket inode of the client's end of the connection `peer` → `local`.
     pub(super) fn inode_of(peer: SocketAddr, local: SocketAddr) -> Option<u64> {
-        let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+        let table = terminal::procfs::tcp4_table()?;
         table.lines().skip(1).find_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
             let (from, to, inode) = (f.get(1)?, f.get(2)?, f.get(9)?);
@@ -102,23 +102,12 @@ mod linux {
 
     /// The process holding socket `inode` open.
     pub(super) fn holder_of(inode: u64) -> Option<u32> {
-        let wanted = format!("socket:[{inode}]");
-        std::fs::read_dir("/proc").ok()?.flatten().find_map(|p| {
-            let pid: u32 = p.file_name().to_str()?.parse().ok()?;
-            let fds = std::fs::read_dir(p.path().join("fd")).ok()?;
-            fds.flatten()
-                .any(|fd| {
-                    std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == wanted.as_str())
-                })
-                .then_some(pid)
-        })
+        terminal::procfs::socket_holder(inode).and_then(|p| u32::try_from(p).ok())
     }
 
     pub(super) fn parent_of(pid: u32) -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The command name may hold spaces and parentheses: the fields follow the last `)`.
-        let rest = stat.rsplit_once(')')?.1;
-        rest.split_whitespace().nth(1)?.parse().ok()
+        let stat = terminal::procfs::stat(i32::try_from(pid).ok()?)?;
+        u32::try_from(stat.ppid).ok()
     }
 
     pub fn started_by_gantry(
@@ -147,16 +136,20 @@ mod linux {
             }
         }
         if let Some(instance) = cgroup.and_then(|d| d.file_name()).and_then(|n| n.to_str())
-            && std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-                .is_ok_and(|c| c.lines().any(|l| l.split('/').any(|part| part == instance)))
+            && i32::try_from(pid)
+                .ok()
+                .and_then(|p| terminal::procfs::cgroup(p).ok())
+                .is_some_and(|c| c.lines().any(|l| l.split('/').any(|part| part == instance)))
         {
             return Some(format!(
                 "process {pid} runs in one of gantry's command cgroups"
             ));
         }
         let tag = format!("{}=", terminal::process_tree::TAG_VAR).into_bytes();
-        if std::fs::read(format!("/proc/{pid}/environ"))
-            .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv.starts_with(&tag)))
+        if i32::try_from(pid)
+            .ok()
+            .and_then(terminal::procfs::environ)
+            .is_some_and(|env| env.iter().any(|kv| kv.starts_with(&tag)))
         {
             return Some(format!(
                 "process {pid} carries a gantry command session's tag"

@@ -170,7 +170,7 @@ fn authorize_spill(
     given: &str,
 ) -> Option<Result<tool_api::Authorized<Resolved>, ToolError>> {
     let path = std::path::Path::new(given);
-    if !path.is_absolute() || !path.starts_with(outputs.spill_dir()) {
+    if !confine::path_policy::is_below(outputs.spill_dir(), path) {
         return None;
     }
     // Only a path recorded exactly as a reply named it: no `..`, no other file.

@@ -19,24 +19,6 @@ const BUDGETS: Budgets = Budgets {
     newest: limits::session::NEWEST,
 };
 
-/// Whether an imported session's directory is inside an approved root: absolute, without
-/// `..`, inside a root as written, and (when it still exists) once links are resolved too.
-fn inside_roots(roots: &Roots, cwd: &str) -> bool {
-    let path = Path::new(cwd);
-    if !path.is_absolute()
-        || path
-            .components()
-            .any(|c| matches!(c, std::path::Component::ParentDir))
-    {
-        return false;
-    }
-    let as_written = roots.all().iter().any(|r| path.starts_with(r));
-    match std::fs::canonicalize(path) {
-        Ok(canonical) => as_written && roots.contains(&canonical),
-        Err(_) => as_written,
-    }
-}
-
 fn error_of(e: ViewError) -> ToolError {
     match e {
         ViewError::UnknownSession(_) => {
@@ -60,7 +42,11 @@ pub(super) fn run(
     // Each session listed or searched must also pass the policies a read of it would: a rule
     // that forbids a session hides it from search too (asked, not recorded as a target).
     let visible = |s: &SessionInfo| {
-        (s.source == "gantry" || all || s.cwd.as_deref().is_some_and(|c| inside_roots(roots, c)))
+        (s.source == "gantry"
+            || all
+            || s.cwd
+                .as_deref()
+                .is_some_and(|c| roots.holds_as_written(Path::new(c))))
             && cx.permits(actions::SESSION, &Session { id: s.id.clone() })
     };
     let page = match args.action {

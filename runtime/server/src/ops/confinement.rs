@@ -54,8 +54,8 @@ pub fn check_layout(roots: &[PathBuf], own: &[(&str, Option<PathBuf>)]) -> Resul
         .iter()
         .filter_map(|(what, path)| {
             let path = path.as_ref()?;
-            let real = path.canonicalize().unwrap_or_else(|_| path.clone());
-            roots.iter().find(|r| real.starts_with(r)).map(|r| {
+            let (real, root) = confine::path_policy::root_holding(roots, path);
+            root.map(|r| {
                 format!(
                     "{what} ({}) lies below the root {}",
                     real.display(),
@@ -109,7 +109,7 @@ pub fn exec_confined(write: &[PathBuf], tmp: &Path, command: &[OsString]) -> Str
                 .map(PathBuf::from)
                 .filter(|p| p.exists()),
         );
-        if let Ok(own_tty) = std::fs::read_link("/proc/self/fd/0")
+        if let Some(own_tty) = terminal::procfs::own_fd_target(0)
             && own_tty.starts_with("/dev/pts/")
         {
             writable.push(own_tty);

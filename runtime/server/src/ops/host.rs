@@ -28,9 +28,7 @@ pub fn facts() -> HostFacts {
     #[cfg(unix)]
     {
         let u = rustix::system::uname();
-        let uptime_s = std::fs::read_to_string("/proc/uptime")
-            .ok()
-            .and_then(|t| t.split('.').next().and_then(|s| s.trim().parse().ok()));
+        let uptime_s = terminal::procfs::uptime_seconds();
         HostFacts {
             hostname: u.nodename().to_string_lossy().into_owned(),
             release: u.release().to_string_lossy().into_owned(),

@@ -252,46 +252,14 @@ pub async fn run(
 
 /// `name` as the program it starts, canonical (links followed): an absolute path as given,
 /// or the first match on gantry's own PATH (its absolute entries only; the call cannot
-/// change it).
+/// change it). A relative path with a directory is refused: it would depend on where
+/// gantry runs.
 pub fn resolve(name: &str) -> Option<PathBuf> {
-    found(name).and_then(|p| std::fs::canonicalize(p).ok())
-}
-
-fn found(name: &str) -> Option<PathBuf> {
     let given = Path::new(name);
-    if given.is_absolute() {
-        return given.is_file().then(|| given.to_path_buf());
-    }
-    if given.components().count() != 1 {
+    if !given.is_absolute() && given.components().count() != 1 {
         return None;
     }
-    let path = std::env::var_os("PATH")?;
-    let exts: Vec<String> = if cfg!(windows) {
-        std::env::var("PATHEXT")
-            .unwrap_or_else(|_| ".EXE;.COM".into())
-            .split(';')
-            .map(str::to_ascii_lowercase)
-            .filter(|e| e == ".exe" || e == ".com")
-            .collect()
-    } else {
-        vec![String::new()]
-    };
-    std::env::split_paths(&path)
-        .filter(|d| d.is_absolute())
-        .flat_map(|d| exts.iter().map(move |e| d.join(format!("{name}{e}"))))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    }
-    #[cfg(not(unix))]
-    {
-        p.is_file()
-    }
+    terminal::programs::on_path(name).and_then(|p| confine::path_policy::canonical_program(&p))
 }
 
 /// Sends `signal` to process `pid` (Unix): a program of gantry's gets it as a group.

@@ -1,0 +1,161 @@
+//! Finding the program a name starts: the one lookup on `PATH` gantry makes, whether for a
+//! command of the Shell connector, a worker kind's CLI, or a program held on Windows.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// Whether `path` is a program gantry would start: an executable file on Unix; on Windows an
+/// `.exe` or `.com` (a batch file would hand its arguments to cmd.exe to parse).
+pub fn is_program(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        path.is_file()
+            && path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e.eq_ignore_ascii_case("exe") || e.eq_ignore_ascii_case("com"))
+    }
+}
+
+/// Where `name` is found: a path with a directory is taken as given (when it is a program);
+/// a bare name in the first absolute directory of `path` that holds it as a program (on
+/// Windows with `.exe` or `.com` added). Relative `PATH` entries are skipped: they would
+/// depend on the directory gantry happens to run in.
+pub fn find(name: &str, path: &OsStr) -> Option<PathBuf> {
+    let given = Path::new(name);
+    if given.components().count() != 1 || given.is_absolute() {
+        return is_program(given).then(|| given.to_path_buf());
+    }
+    let extensions: &[&str] = if cfg!(windows) {
+        &["exe", "com"]
+    } else {
+        &[""]
+    };
+    std::env::split_paths(path)
+        .filter(|d| d.is_absolute())
+        .flat_map(|d| {
+            extensions.iter().map(move |e| {
+                let candidate = d.join(name);
+                if e.is_empty() {
+                    candidate
+                } else {
+                    candidate.with_extension(e)
+                }
+            })
+        })
+        .find(|p| is_program(p))
+}
+
+/// `name` on gantry's own `PATH` (see [`find`]).
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    find(name, &std::env::var_os("PATH").unwrap_or_default())
+}
+
+/// The executable `name` runs as on Windows, found the way CreateProcess would (as given
+/// when it is a path, else in each directory of `path`), but only as an `.exe` or `.com`:
+/// a batch file (`.cmd`, `.bat`, such as npm's shims) would hand its arguments to cmd.exe
+/// to parse, so it is refused, naming it.
+pub fn windows_executable(name: &str, path: &OsStr) -> Result<PathBuf, String> {
+    let is_batch = |p: &Path| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case("cmd") || e.eq_ignore_ascii_case("bat"))
+    };
+    let runnable = |p: &Path| {
+        p.is_file()
+            && p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e.eq_ignore_ascii_case("exe") || e.eq_ignore_ascii_case("com"))
+    };
+    let given = Path::new(name);
+    if is_batch(given) {
+        return Err(format!(
+            "{name} is a batch file, which cmd.exe would parse; name the program it runs (an .exe, or node with its script)"
+        ));
+    }
+    let dirs: Vec<PathBuf> = if given.components().count() > 1 || given.is_absolute() {
+        vec![PathBuf::new()]
+    } else {
+        std::env::split_paths(path).collect()
+    };
+    let mut batch = None;
+    for dir in dirs {
+        let base = dir.join(given);
+        for candidate in [
+            base.clone(),
+            base.with_extension("exe"),
+            base.with_extension("com"),
+        ] {
+            if runnable(&candidate) {
+                return Ok(candidate);
+            }
+        }
+        for candidate in [base.with_extension("cmd"), base.with_extension("bat")] {
+            if batch.is_none() && candidate.is_file() {
+                batch = Some(candidate);
+            }
+        }
+    }
+    Err(match batch {
+        Some(b) => format!(
+            "{name} is found only as {}, a batch file, which cmd.exe would parse; name the program it runs (an .exe, or node with its script)",
+            b.display()
+        ),
+        None => format!("{name} was not found as an .exe on PATH"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bare name is found as an `.exe` on the path; a batch shim is refused by name,
+    /// whether it is named or only found.
+    #[test]
+    fn a_windows_program_is_an_exe_and_never_a_batch_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(a.join("codex.cmd"), "").unwrap();
+        std::fs::write(b.join("claude.exe"), "").unwrap();
+        let path = std::env::join_paths([&a, &b]).unwrap();
+        assert_eq!(
+            windows_executable("claude", &path).unwrap(),
+            b.join("claude.exe")
+        );
+        let shim = windows_executable("codex", &path).unwrap_err();
+        assert!(shim.contains("a batch file"), "{shim}");
+        assert!(windows_executable("x.bat", &path).is_err());
+        assert!(
+            windows_executable("nothing", &path)
+                .unwrap_err()
+                .contains("not found")
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_bare_name_is_found_in_an_absolute_path_entry_only_as_an_executable() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, exec) = (dir.path().join("plain"), dir.path().join("exec"));
+        std::fs::create_dir_all(&plain).unwrap();
+        std::fs::create_dir_all(&exec).unwrap();
+        std::fs::write(plain.join("tool"), "").unwrap();
+        std::fs::write(exec.join("tool"), "").unwrap();
+        std::fs::set_permissions(exec.join("tool"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let path = std::env::join_paths([&plain, &exec, Path::new("relative")]).unwrap();
+        assert_eq!(find("tool", &path), Some(exec.join("tool")));
+        assert_eq!(find("missing", &path), None);
+        let given = exec.join("tool");
+        assert_eq!(find(given.to_str().unwrap(), &path), Some(given));
+        assert_eq!(find(plain.join("tool").to_str().unwrap(), &path), None);
+    }
+}
