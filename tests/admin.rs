@@ -33,7 +33,7 @@ fn browser() -> Option<(PathBuf, PathBuf, PathBuf)> {
     if std::env::var("GANTRY_TEST_BROWSER").as_deref() == Ok("required") {
         panic!("{why}");
     }
-    eprintln!("!! SKIPPED, checked nothing: {why}");
+    crate::support::cannot_check(&why);
     None
 }
 

@@ -57,10 +57,10 @@ fn copy_tree(from: &Path, to: &Path) {
 async fn codex_conformance_scenarios_all_pass() {
     let dir = scenarios_dir();
     if !dir.is_dir() {
-        eprintln!(
-            "\n!!! SKIPPED: no apply_patch conformance corpus at {} !!!\n",
+        crate::support::cannot_check(&format!(
+            "no apply_patch conformance corpus at {}",
             dir.display()
-        );
+        ));
         return;
     }
     let sb = Sandbox::new();

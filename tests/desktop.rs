@@ -25,8 +25,8 @@ fn display() -> bool {
             Ok("required"),
             "tests/run started an X display, yet DISPLAY is not set"
         );
-        eprintln!(
-            "no X display: the desktop tests checked nothing (tests/run runs them under Xvfb)"
+        crate::support::cannot_check(
+            "no X display: the desktop tests checked nothing (tests/run runs them under Xvfb)",
         );
     }
     here

@@ -293,7 +293,9 @@ fn in_session_cgroup(out: &str) -> bool {
             Ok("required"),
             "cgroup v2 is usable here, yet the command ran outside a session cgroup: {out}"
         );
-        eprintln!("no cgroup v2 usable here: the cgroup containment is not tested");
+        crate::support::cannot_check(
+            "no cgroup v2 usable here: the cgroup containment is not tested",
+        );
     }
     inside
 }

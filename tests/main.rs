@@ -1,12 +1,13 @@
-//! gantry's end-to-end tests, as one test binary of the server crate (so they start the real
-//! `gantry` through `CARGO_BIN_EXE_gantry`, and the suite links once, not once per file).
+//! gantry's end-to-end tests, as one test binary of the `gantry` package (so cargo builds the
+//! real `gantry` binary they start, and the suite links once, not once per file). What they
+//! share with the benches is the `support` crate.
 //!
 //! `cfg(test)` marks the whole crate as test code for clippy, which `.clippy.toml` lets
 //! unwrap and expect.
 
 #![cfg(test)]
 
-mod support;
+use ::support;
 
 #[cfg(target_os = "linux")]
 mod admin;

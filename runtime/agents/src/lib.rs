@@ -15,4 +15,4 @@ mod run;
 
 pub use host::WorkerHost;
 pub use records::{Handed, Run, State, Worker};
-pub use run::{Agents, MAX_WORKERS, Report, WorkerView};
+pub use run::{Agents, Report, WorkerView};

@@ -23,8 +23,6 @@ use crate::endpoint;
 use crate::reading::{Reader, Readings, expand};
 use crate::records::{self, Handed, Run, State, Worker};
 
-/// Most workers in a run.
-pub const MAX_WORKERS: usize = 8;
 /// How much of a worker's last output status keeps when it ended without a finish.
 const TAIL_CHARS: usize = 1200;
 /// How much output one look at a working program takes in memory; a burst beyond it comes
@@ -364,7 +362,8 @@ impl Agents {
     ) -> Result<Report, ToolError> {
         if tasks.is_empty() {
             return Err(invalid(format!(
-                "tasks: give one task per worker (1 to {MAX_WORKERS})"
+                "tasks: give one task per worker (1 to {})",
+                generated::core::limits::agents::MAX_WORKERS
             )));
         }
         let task_limit = generated::core::limits::agents::TASK.get();

@@ -142,8 +142,8 @@ const UNCOUNTED_BYTES: u64 = 256 * 1024;
 pub struct Entry {
     /// File name.
     pub name: String,
-    /// `file`, `dir`, `symlink` or `other`.
-    pub kind: &'static str,
+    /// A file, a directory, a link (never followed) or something special.
+    pub kind: crate::path_policy::Kind,
     /// Size in bytes (files).
     pub size: Option<u64>,
     /// Last modification, RFC 3339 UTC.

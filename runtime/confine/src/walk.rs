@@ -312,7 +312,10 @@ pub fn walk(
                 path = full;
                 rules = rules_of(&dir, &path, |n| imp::exists(&dir, n), rules, opts);
             }
-            imp::Kind::Other => return Ok(Walked::default()),
+            // Links are never followed, and nothing else holds files.
+            imp::Kind::Link | imp::Kind::Special | imp::Kind::Missing => {
+                return Ok(Walked::default());
+            }
         }
     }
     if skipped(opts, &path) {
@@ -442,7 +445,7 @@ fn read_one(
                     return Flow::Quit;
                 }
             }
-            imp::Kind::Other => {}
+            imp::Kind::Link | imp::Kind::Special | imp::Kind::Missing => {}
         }
     }
     Flow::Continue
@@ -453,8 +456,8 @@ fn read_one(
 pub struct Listed {
     /// Its name.
     pub name: OsString,
-    /// `file`, `dir`, `symlink` or `other`.
-    pub kind: &'static str,
+    /// A file, a directory, a link (never followed) or something special.
+    pub kind: crate::path_policy::Kind,
     /// Size in bytes (regular files).
     pub size: Option<u64>,
     /// Last modification.
@@ -521,12 +524,7 @@ mod imp {
 
     pub type Handle = OwnedFd;
 
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Kind {
-        File,
-        Dir,
-        Other,
-    }
+    pub use crate::path_policy::Kind;
 
     const DIR_FLAGS: OFlags = OFlags::DIRECTORY
         .union(OFlags::NOFOLLOW)
@@ -555,14 +553,15 @@ mod imp {
         match t {
             FileType::RegularFile => Some(Kind::File),
             FileType::Directory => Some(Kind::Dir),
+            FileType::Symlink => Some(Kind::Link),
             FileType::Unknown => None,
-            _ => Some(Kind::Other),
+            _ => Some(Kind::Special),
         }
     }
 
     pub fn kind(parent: &Handle, name: &OsStr) -> io::Result<Kind> {
         let stat = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
-        Ok(kind_of(FileType::from_raw_mode(stat.st_mode)).unwrap_or(Kind::Other))
+        Ok(kind_of(FileType::from_raw_mode(stat.st_mode)).unwrap_or(Kind::Special))
     }
 
     pub fn exists(parent: &Handle, name: &str) -> bool {
@@ -592,21 +591,16 @@ mod imp {
         Ok(())
     }
 
-    pub type Described = (&'static str, Option<u64>, Option<std::time::SystemTime>);
+    pub type Described = (Kind, Option<u64>, Option<std::time::SystemTime>);
 
     pub fn describe(dir: &Handle, name: &OsStr, _path: &Path) -> io::Result<Described> {
         let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-        let kind = match FileType::from_raw_mode(st.st_mode) {
-            FileType::RegularFile => "file",
-            FileType::Directory => "dir",
-            FileType::Symlink => "symlink",
-            _ => "other",
-        };
+        let kind = kind_of(FileType::from_raw_mode(st.st_mode)).unwrap_or(Kind::Special);
         let modified = u64::try_from(st.st_mtime).ok().map(|s| {
             std::time::UNIX_EPOCH
                 + std::time::Duration::new(s, u32::try_from(st.st_mtime_nsec).unwrap_or(0))
         });
-        let size = (kind == "file").then(|| u64::try_from(st.st_size).unwrap_or(0));
+        let size = (kind == Kind::File).then(|| u64::try_from(st.st_size).unwrap_or(0));
         Ok((kind, size, modified))
     }
 }
@@ -618,12 +612,7 @@ mod imp {
     /// The path the walk expects a directory to be at.
     pub type Handle = PathBuf;
 
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Kind {
-        File,
-        Dir,
-        Other,
-    }
+    pub use crate::path_policy::Kind;
 
     fn recheck(expected: &Path) -> io::Result<()> {
         match std::fs::canonicalize(expected) {
@@ -673,13 +662,13 @@ mod imp {
 
     fn kind_of(t: std::fs::FileType) -> Kind {
         if t.is_symlink() {
-            Kind::Other
+            Kind::Link
         } else if t.is_dir() {
             Kind::Dir
         } else if t.is_file() {
             Kind::File
         } else {
-            Kind::Other
+            Kind::Special
         }
     }
 
@@ -707,23 +696,14 @@ mod imp {
         Ok(())
     }
 
-    pub type Described = (&'static str, Option<u64>, Option<std::time::SystemTime>);
+    pub type Described = (Kind, Option<u64>, Option<std::time::SystemTime>);
 
     pub fn describe(dir: &Handle, name: &OsStr, _path: &Path) -> io::Result<Described> {
         let meta = std::fs::symlink_metadata(dir.join(name))?;
-        let t = meta.file_type();
-        let kind = if t.is_symlink() {
-            "symlink"
-        } else if t.is_dir() {
-            "dir"
-        } else if t.is_file() {
-            "file"
-        } else {
-            "other"
-        };
+        let kind = kind_of(meta.file_type());
         Ok((
             kind,
-            (kind == "file").then(|| meta.len()),
+            (kind == Kind::File).then(|| meta.len()),
             meta.modified().ok(),
         ))
     }
@@ -732,6 +712,7 @@ mod imp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::path_policy::Kind;
 
     fn tree() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
@@ -815,15 +796,15 @@ mod tests {
             (first, total),
             (vec![".hidden".to_string(), ".ignore".into()], 8)
         );
-        let shown: Vec<(String, &str, Option<u64>)> = listed
+        let shown: Vec<(String, Kind, Option<u64>)> = listed
             .iter()
             .map(|l| (l.name.to_string_lossy().into_owned(), l.kind, l.size))
             .collect();
         assert_eq!(
             shown,
             [
-                ("b.txt".into(), "file", Some(1)),
-                ("deeper".into(), "dir", None)
+                ("b.txt".into(), Kind::File, Some(1)),
+                ("deeper".into(), Kind::Dir, None)
             ]
         );
         assert!(listed.iter().all(|l| l.modified.is_some()));

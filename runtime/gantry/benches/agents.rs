@@ -15,9 +15,6 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
-
 use support::{Sandbox, facts, gantry, http_server};
 
 const TURNS: usize = 20;

@@ -18,9 +18,6 @@ use rmcp::service::RunningService;
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
-
 use support::{Sandbox, gantry, stdio_client};
 
 async fn call(

@@ -12,9 +12,6 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
-
 use std::path::Path;
 
 use rmcp::model::CallToolResult;

@@ -20,9 +20,6 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
-
 use support::{Sandbox, gantry, stdio_client};
 
 fn shell() -> String {

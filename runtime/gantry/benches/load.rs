@@ -15,9 +15,6 @@ use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
-
 use support::{Sandbox, gantry, http_client as client, http_server};
 
 const CLIENTS: usize = 200;

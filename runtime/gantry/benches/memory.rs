@@ -21,9 +21,6 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
-
 use support::{HttpServer, Sandbox, gantry, http_client as client, http_server};
 
 /// The ceiling the README states for the whole server process.

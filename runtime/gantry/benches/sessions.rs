@@ -13,9 +13,6 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
-
 use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};

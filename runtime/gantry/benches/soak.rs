@@ -19,9 +19,6 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
-
 use support::{Sandbox, gantry, http_server};
 
 const CLIENTS: usize = 50;

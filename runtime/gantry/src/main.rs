@@ -14,8 +14,10 @@ fn init_logging() {
     // stdout is the stdio transport (and the URL lines): logs only ever go to stderr.
     // rmcp narrates every stateless request at INFO (a fake handshake, "task cancelled" after
     // each answer); gantry's own line per call says what happened. GANTRY_LOG replaces this.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("GANTRY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    let filter = std::env::var("GANTRY_LOG")
+        .ok()
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(gantry::log_filter(&f)).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

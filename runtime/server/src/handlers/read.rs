@@ -423,13 +423,13 @@ fn listing(list: &[fs::Entry]) -> String {
     let mut out = String::with_capacity(list.len() * 48);
     for d in list {
         let mark = match d.kind {
-            "dir" => "/",
-            "symlink" => "@",
-            "file" => "",
-            _ => "?",
+            Kind::Dir => "/",
+            Kind::Link => "@",
+            Kind::File => "",
+            Kind::Special | Kind::Missing => "?",
         };
         let _ = write!(out, "{}{mark}", super::printable(&d.name));
-        if let Some(size) = d.size.filter(|_| d.kind == "file") {
+        if let Some(size) = d.size.filter(|_| d.kind == Kind::File) {
             let _ = write!(out, "  {size}");
         }
         if let Some(mtime) = &d.mtime {

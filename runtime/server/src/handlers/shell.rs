@@ -165,10 +165,10 @@ impl ShellHandlers for ShellTools {
             .into_iter()
             .map(|e| FsEntry {
                 r#type: match e.kind {
-                    "file" => FsEntryType::File,
-                    "dir" => FsEntryType::Directory,
-                    "symlink" => FsEntryType::Symlink,
-                    _ => FsEntryType::Other,
+                    Kind::File => FsEntryType::File,
+                    Kind::Dir => FsEntryType::Directory,
+                    Kind::Link => FsEntryType::Symlink,
+                    Kind::Special | Kind::Missing => FsEntryType::Other,
                 },
                 name: e.name,
                 size: e.size.and_then(|s| i64::try_from(s).ok()),

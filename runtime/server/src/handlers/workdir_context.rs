@@ -111,7 +111,7 @@ fn skill_catalog(
     };
     let mut lines: Vec<String> = entries
         .iter()
-        .filter(|e| e.kind == "dir")
+        .filter(|e| e.kind == confine::path_policy::Kind::Dir)
         .filter_map(|e| {
             let file = allowed(dir.path.join(&e.name).join("SKILL.md"))?;
             let whole = fs::read_all(&file, SKILL_FILE, 1).ok()?;

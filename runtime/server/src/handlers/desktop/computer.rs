@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use desktop::Desktop;
 use desktop::model::{Button, Control, WindowInfo};
 use desktop::refs::Refs;
-use generated::desktop::{ComputerArgs, ComputerOperation, ComputerOutput, actions};
+use generated::desktop::{ComputerArgs, ComputerOperation, ComputerOutput, actions, limits};
 use generated::types::{
     ComputerAction, ComputerActionAction as Action, ComputerActionButton, StepResult, Verify,
     VerifyUntil,
@@ -27,7 +27,6 @@ use super::{State, blocking, error_code, quoted, resource, tool_error};
 const POINTER_SETTLE: Duration = Duration::from_millis(30);
 /// How often a `verify` condition is checked.
 const VERIFY_POLL: Duration = Duration::from_millis(50);
-const VERIFY_DEFAULT_MS: i64 = 2000;
 /// Characters of clipboard text shown.
 const CLIPBOARD_SHOWN: usize = 16 * 1024;
 /// Characters typed between two checks of the keyboard focus.
@@ -637,7 +636,7 @@ impl Batch<'_> {
     /// Checks `v` until it holds or its time runs out; returns whether it held and the state
     /// seen last, as lines.
     async fn verify(&self, v: &Verify) -> Result<(bool, String), ToolError> {
-        let timeout = u64::try_from(v.timeout_ms.unwrap_or(VERIFY_DEFAULT_MS)).unwrap_or(0);
+        let timeout = u64::try_from(verify_wait_ms(v)).unwrap_or(0);
         let deadline = Instant::now() + Duration::from_millis(timeout);
         let wanted = v.text.as_str();
         loop {
@@ -740,10 +739,7 @@ pub(super) async fn run(
     args: ComputerArgs,
 ) -> Result<Reply<ComputerOutput>, ToolError> {
     let waits: i64 = args.actions.iter().filter_map(|a| a.ms).sum::<i64>()
-        + args
-            .verify
-            .as_ref()
-            .map_or(0, |v| v.timeout_ms.unwrap_or(VERIFY_DEFAULT_MS));
+        + args.verify.as_ref().map_or(0, verify_wait_ms);
     if waits > MAX_BATCH_WAIT_MS {
         return Err(ToolError::invalid_input(format!(
             "actions: the batch's waits and verify add up to {waits} ms; at most {MAX_BATCH_WAIT_MS} ms a call (split the batch)"
@@ -841,4 +837,11 @@ pub(super) async fn run(
     let mut reply = Reply::rendered(output, text);
     reply.failed = completed == 0;
     Ok(reply)
+}
+
+/// How long `v` waits, in ms: its own `timeout_ms`, else the surface's default.
+fn verify_wait_ms(v: &Verify) -> i64 {
+    v.timeout_ms.unwrap_or_else(|| {
+        i64::try_from(limits::computer::VERIFY_WAIT.duration().as_millis()).unwrap_or(i64::MAX)
+    })
 }

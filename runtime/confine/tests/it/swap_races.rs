@@ -2,8 +2,6 @@
 //! outside it (`renameat2(RENAME_EXCHANGE)`, atomic), while walks and listings run. Nothing
 //! outside may ever be listed, named or read. The swapping is paced by a fixed-seed generator
 //! and every loop is bounded in time, so a run is repeatable in shape and never hangs.
-#![cfg(test)]
-#![cfg(target_os = "linux")]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

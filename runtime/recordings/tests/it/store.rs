@@ -1,13 +1,9 @@
 //! The store on real SQLite files: recording, search, pages and cursors.
 
-#![cfg(test)]
-
 use recordings::store::{self, Kind, NewEntry, SessionInfo};
 use recordings::{Budgets, Call, Grouping, Redactor, Search, Store};
 
-mod common;
-
-use common::{BUDGETS, everyone, search};
+use crate::common::{BUDGETS, everyone, search};
 
 fn call<'a>(ts: i64, tool: &'a str, args: &'a str, result: &'a str) -> Call<'a> {
     Call {

@@ -1,16 +1,12 @@
 //! Importers against fixture transcripts in the agents' own layouts, in real temp dirs.
 
-#![cfg(test)]
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use recordings::import::{Report, refresh};
 use recordings::{Redactor, Store};
 
-mod common;
-
-use common::{BUDGETS, everyone, search};
+use crate::common::{BUDGETS, everyone, search};
 
 struct Home {
     _dir: tempfile::TempDir,
