@@ -568,6 +568,42 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
             } else {
                 quote!()
             };
+            let takes = if t.operations.iter().any(|op| op.takes.is_some()) {
+                let arms = t.operations.iter().map(|op| {
+                    let id = pascal(&op.name);
+                    match &op.takes {
+                        Some(names) => quote!(Self::#id => Some(&[#(#names),*]),),
+                        None => quote!(Self::#id => None,),
+                    }
+                });
+                let args = format_ident!("{}Args", base);
+                let optional = t.input.iter().filter(|f| !f.required).map(|f| {
+                    let fname = ident(&f.name);
+                    let json = &f.name;
+                    quote!(if self.#fname.is_some() { given.push(#json); })
+                });
+                out.items.push(quote! {
+                    impl #args {
+                        /// The optional inputs this call gives, by name.
+                        pub fn given(&self) -> Vec<&'static str> {
+                            let mut given = Vec::new();
+                            #(#optional)*
+                            given
+                        }
+                    }
+                });
+                quote! {
+                    /// The optional inputs this operation takes, where surface.toml names them
+                    /// (`takes`): a call giving any other is refused by name.
+                    pub const fn takes(self) -> Option<&'static [&'static str]> {
+                        match self {
+                            #(#arms)*
+                        }
+                    }
+                }
+            } else {
+                quote!()
+            };
             out.items.push(quote! {
                 #[doc = #d]
                 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -591,6 +627,8 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
                     }
 
                     #write_action
+
+                    #takes
                 }
             });
         }

@@ -200,6 +200,9 @@ pub struct Operation {
     pub requires: String,
     /// What it does.
     pub description: String,
+    /// The optional inputs it takes, when it names them: a call of it that gives any other
+    /// is refused by name (so a call cannot seem to do what its operation ignores).
+    pub takes: Option<Vec<String>>,
 }
 
 /// A limit's value, typed by how surface.toml writes it: a bare integer is a count,
@@ -537,6 +540,7 @@ mod raw {
     pub(super) struct RawOperation {
         pub requires: Spanned<String>,
         pub description: String,
+        pub takes: Option<Vec<Spanned<String>>>,
     }
 }
 
@@ -947,10 +951,47 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
                 );
             }
             check_perm(ck, &o.requires);
+            let takes = o.takes.map(|names| {
+                names
+                    .into_iter()
+                    .map(|n| {
+                        let field = t.input.iter().find(|(k, _)| k.get_ref() == n.get_ref());
+                        match field {
+                            Some((_, f)) if !f.required => {}
+                            Some(_) => ck.error(
+                                n.span(),
+                                format!(
+                                    "operation `{}` takes `{}`, a required input",
+                                    op.get_ref(),
+                                    n.get_ref()
+                                ),
+                                Some(
+                                    "`takes` lists optional inputs: a required one is always given"
+                                        .into(),
+                                ),
+                            ),
+                            None => ck.error(
+                                n.span(),
+                                format!(
+                                    "operation `{}` takes unknown input `{}`",
+                                    op.get_ref(),
+                                    n.get_ref()
+                                ),
+                                Some(format!(
+                                    "name an input of tool `{id}` ({})",
+                                    known_list(t.input.keys().map(|k| k.get_ref().as_str()))
+                                )),
+                            ),
+                        }
+                        n.into_inner()
+                    })
+                    .collect()
+            });
             operations.push(Operation {
                 name: op.into_inner(),
                 requires: o.requires.into_inner(),
                 description: o.description,
+                takes,
             });
         }
         // A tool nobody can turn off would bypass the permission model.

@@ -350,3 +350,29 @@ fn first_tools_must_be_the_connectors_own() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn an_operation_takes_only_optional_inputs_of_its_tool() {
+    let text = SURFACE.replacen(
+        "takes = [\"kind\", \"context\", \"tasks\"]",
+        "takes = [\"kind\", \"action\", \"taks\"]",
+        1,
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(
+        errs[0].contains("takes `action`, a required input"),
+        "{}",
+        errs[0]
+    );
+    assert!(
+        errs[1].contains("takes unknown input `taks`"),
+        "{}",
+        errs[1]
+    );
+    assert!(
+        errs[1].contains("hint: name an input of tool `agents`"),
+        "{}",
+        errs[1]
+    );
+}

@@ -103,6 +103,20 @@ impl std::fmt::Debug for Upstream {
     }
 }
 
+/// The MCP handshake with server `name` over `transport`; `group` (its process group, if
+/// gantry started it) ends with the connection, or at once when the handshake fails.
+async fn handshake<T, E, A>(name: &str, transport: T, group: Group) -> Result<Connected, ToolError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let client = ().serve(transport).await.map_err(|e| failed(name, "no MCP handshake", e))?;
+    Ok(Connected {
+        client,
+        _group: group,
+    })
+}
+
 /// A call gantry's policies allowed: the upstream tool and its arguments.
 #[derive(Debug)]
 pub struct UpstreamCall {
@@ -185,14 +199,7 @@ impl Upstream {
                         .map_err(|e| failed(&self.name, "could not start", e))?;
                     // From here on, every way out ends the group.
                     let group = Group(transport.id());
-                    let client =
-                        ().serve(transport)
-                            .await
-                            .map_err(|e| failed(&self.name, "no MCP handshake", e))?;
-                    Ok(Connected {
-                        client,
-                        _group: group,
-                    })
+                    handshake(&self.name, transport, group).await
                 }
                 (None, Some(url)) => {
                     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -205,14 +212,7 @@ impl Upstream {
                     }
                     let transport =
                         rmcp::transport::StreamableHttpClientTransport::from_config(config);
-                    let client =
-                        ().serve(transport)
-                            .await
-                            .map_err(|e| failed(&self.name, "no MCP handshake", e))?;
-                    Ok(Connected {
-                        client,
-                        _group: Group(None),
-                    })
+                    handshake(&self.name, transport, Group(None)).await
                 }
                 (None, None) => Err(failed(&self.name, "not usable", "neither command nor url")),
             }

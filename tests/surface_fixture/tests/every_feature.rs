@@ -108,6 +108,15 @@ fn connectors_tools_and_resources_keep_what_was_declared() {
         "change:delete"
     );
     assert_eq!(main::ChangeOperation::Delete.permission(), "remove");
+    // `takes`: the optional inputs an operation takes, and those a call gives.
+    assert_eq!(
+        main::ChangeOperation::Edit.takes(),
+        Some(&["set", "clear"][..])
+    );
+    assert_eq!(main::ChangeOperation::Delete.takes(), None);
+    let args: main::ChangeArgs =
+        serde_json::from_value(serde_json::json!({ "id": "i", "clear": true })).unwrap();
+    assert_eq!(args.given(), ["clear"]);
     let item = resources::Item {
         id: "i".into(),
         inside: true,

@@ -10,31 +10,19 @@ use tool_api::{CallContext, ErrorCode, Host, Reply, ToolError};
 
 use agents::{Agents, Report, State};
 
-/// The fields each action takes besides `action`; any other is refused by name, so a worker
-/// cannot think it finished another worker by naming it.
-fn check_fields(args: &AgentsArgs) -> Result<(), ToolError> {
-    let given = [
-        ("kind", args.kind.is_some()),
-        ("context", args.context.is_some()),
-        ("tasks", args.tasks.is_some()),
-        ("to", args.to.is_some()),
-        ("message", args.message.is_some()),
-    ];
-    let (action, takes): (&str, &[&str]) = match args.action {
-        AgentsArgsAction::Spawn => ("spawn", &["kind", "context", "tasks"]),
-        AgentsArgsAction::Message => ("message", &["to", "message"]),
-        AgentsArgsAction::Status => ("status", &[]),
-        AgentsArgsAction::Finish => ("finish", &["message"]),
-    };
-    let extra: Vec<&str> = given
-        .iter()
-        .filter(|(name, on)| *on && !takes.contains(name))
-        .map(|(name, _)| *name)
+/// The inputs `operation` takes (surface.toml's `takes`); any other is refused by name, so a
+/// worker cannot think it finished another worker by naming it.
+fn check_fields(args: &AgentsArgs, operation: AgentsOperation) -> Result<(), ToolError> {
+    let takes = operation.takes().unwrap_or(&[]);
+    let extra: Vec<&str> = args
+        .given()
+        .into_iter()
+        .filter(|name| !takes.contains(name))
         .collect();
     if extra.is_empty() {
         return Ok(());
     }
-    let why = if args.action == AgentsArgsAction::Finish {
+    let why = if operation == AgentsOperation::Finish {
         " (a worker finishes only itself: who is calling is known from its endpoint)"
     } else {
         ""
@@ -42,8 +30,9 @@ fn check_fields(args: &AgentsArgs) -> Result<(), ToolError> {
     Err(ToolError::new(
         ErrorCode::InvalidInput,
         format!(
-            "{}: `{action}` does not take {}{why}",
+            "{}: `{}` does not take {}{why}",
             extra.join(", "),
+            args.action.as_str(),
             if extra.len() == 1 { "it" } else { "them" }
         ),
     ))
@@ -87,7 +76,7 @@ pub(super) async fn run(
     };
     // Who may do this is decided before anything about the arguments is said.
     cx.authorize(operation.action(), &Host, ())?;
-    check_fields(&args)?;
+    check_fields(&args, operation)?;
     let report = match args.action {
         AgentsArgsAction::Spawn => {
             agents
