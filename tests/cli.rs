@@ -36,6 +36,23 @@ fn a_mistyped_flag_or_command_gets_the_right_one_suggested() {
 }
 
 #[test]
+fn help_says_what_gantry_is_and_lists_its_commands() {
+    let out = Command::new(gantry()).arg("--help").output().unwrap();
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success());
+    assert!(
+        said.starts_with("The gantry server: serves the generated surface over MCP"),
+        "{said}"
+    );
+    for command in ["serve", "check", "config", "token", "audit", "admin"] {
+        assert!(
+            said.contains(&format!("\n  {command} ")),
+            "{command}: {said}"
+        );
+    }
+}
+
+#[test]
 fn a_bad_value_from_the_environment_names_the_variable() {
     let sb = Sandbox::new();
     let (code, said) = run(&sb, &["serve"], &[("GANTRY_PORT", "abc")]);

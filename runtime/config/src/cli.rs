@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// gantry: controlled, audited access to this computer for MCP hosts.
 #[derive(Debug, Parser)]
-#[command(name = "gantry", version, about, long_about = None)]
+#[command(name = "gantry", version, long_about = None)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -412,7 +412,12 @@ pub fn kind_problems(config: &AgentsConfig, roots: &Roots) -> Vec<String> {
     let mut found = Vec::new();
     for k in &config.kinds {
         if let Some(program) = k.start.first() {
-            let there = terminal::programs::on_path(program).is_some();
+            let given = Path::new(program);
+            let there = if given.components().count() > 1 {
+                terminal::programs::is_program(given)
+            } else {
+                terminal::programs::on_path(program).is_some()
+            };
             if !there {
                 found.push(format!(
                     "worker kind `{}`: its program `{program}` is not on PATH here (gantry starts it in your login environment, whose PATH may differ)",

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser as _;
+use clap::{CommandFactory as _, FromArgMatches as _};
 use config::Settings;
 use config::cli::{Cli, Command, TokenCommand};
 use server::app::App;
@@ -61,7 +61,13 @@ async fn shutdown_signal(token: CancellationToken) {
 
 fn main() -> ExitCode {
     server::ops::process_limits::return_large_blocks();
-    let cli = match Cli::try_parse() {
+    // The help's description is the binary's own (its package's), not the config crate's,
+    // where the derive lives.
+    let parsed = Cli::command()
+        .about(env!("CARGO_PKG_DESCRIPTION"))
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let argv: Vec<String> = std::env::args().collect();

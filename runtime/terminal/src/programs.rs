@@ -4,51 +4,60 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-/// Whether `path` is a program gantry would start: an executable file on Unix; on Windows an
-/// `.exe` or `.com` (a batch file would hand its arguments to cmd.exe to parse).
+/// Whether `path` names a program: an executable file on Unix; on Windows a file as `.exe`
+/// or `.com` (a batch file would hand its arguments to cmd.exe to parse).
 pub fn is_program(path: &Path) -> bool {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        is_executable(path)
     }
     #[cfg(not(unix))]
     {
-        path.is_file()
-            && path
-                .extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| e.eq_ignore_ascii_case("exe") || e.eq_ignore_ascii_case("com"))
+        ["exe", "com"]
+            .iter()
+            .any(|ext| path.with_extension(ext).is_file())
     }
 }
 
-/// Where `name` is found: a path with a directory is taken as given (when it is a program);
-/// a bare name in the first absolute directory of `path` that holds it as a program (on
-/// Windows with `.exe` or `.com` added). Relative `PATH` entries are skipped: they would
-/// depend on the directory gantry happens to run in.
+/// Where `name` is found as a program gantry starts itself: an absolute path as given (when
+/// it is a file); a bare name in the first absolute directory of `path` holding it as an
+/// executable (on Windows with each of `PATHEXT`'s `.exe` and `.com` appended, in its
+/// order). A relative path with a directory, or a relative `PATH` entry, would depend on the
+/// directory gantry happens to run in, and is never used.
 pub fn find(name: &str, path: &OsStr) -> Option<PathBuf> {
     let given = Path::new(name);
-    if given.components().count() != 1 || given.is_absolute() {
-        return is_program(given).then(|| given.to_path_buf());
+    if given.is_absolute() {
+        return given.is_file().then(|| given.to_path_buf());
     }
-    let extensions: &[&str] = if cfg!(windows) {
-        &["exe", "com"]
+    if given.components().count() != 1 {
+        return None;
+    }
+    let extensions: Vec<String> = if cfg!(windows) {
+        std::env::var("PATHEXT")
+            .unwrap_or_else(|_| ".EXE;.COM".into())
+            .split(';')
+            .map(str::to_ascii_lowercase)
+            .filter(|e| e == ".exe" || e == ".com")
+            .collect()
     } else {
-        &[""]
+        vec![String::new()]
     };
     std::env::split_paths(path)
         .filter(|d| d.is_absolute())
-        .flat_map(|d| {
-            extensions.iter().map(move |e| {
-                let candidate = d.join(name);
-                if e.is_empty() {
-                    candidate
-                } else {
-                    candidate.with_extension(e)
-                }
-            })
-        })
-        .find(|p| is_program(p))
+        .flat_map(|d| extensions.iter().map(move |e| d.join(format!("{name}{e}"))))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        p.is_file()
+    }
 }
 
 /// `name` on gantry's own `PATH` (see [`find`]).
@@ -141,7 +150,7 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn a_bare_name_is_found_in_an_absolute_path_entry_only_as_an_executable() {
+    fn a_bare_name_is_found_in_an_absolute_path_entry_only_as_an_executable_and_a_path_as_given() {
         use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().unwrap();
         let (plain, exec) = (dir.path().join("plain"), dir.path().join("exec"));
@@ -156,6 +165,7 @@ mod tests {
         assert_eq!(find("missing", &path), None);
         let given = exec.join("tool");
         assert_eq!(find(given.to_str().unwrap(), &path), Some(given));
-        assert_eq!(find(plain.join("tool").to_str().unwrap(), &path), None);
+        assert_eq!(find("exec/tool", &path), None);
+        assert!(is_program(&exec.join("tool")) && !is_program(&plain.join("tool")));
     }
 }

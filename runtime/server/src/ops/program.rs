@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -255,10 +255,6 @@ pub async fn run(
 /// change it). A relative path with a directory is refused: it would depend on where
 /// gantry runs.
 pub fn resolve(name: &str) -> Option<PathBuf> {
-    let given = Path::new(name);
-    if !given.is_absolute() && given.components().count() != 1 {
-        return None;
-    }
     terminal::programs::on_path(name).and_then(|p| confine::path_policy::canonical_program(&p))
 }
 
