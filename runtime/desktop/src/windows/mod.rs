@@ -12,7 +12,7 @@ use crate::model::{Button, Capture, Control, ControlHandle, Rect, WindowInfo};
 /// The desktop of the session gantry runs in.
 pub struct Desktop {
     uia: uia::Automation,
-    clipboard: crate::clipboard::Clipboard,
+    pub(crate) clipboard: crate::clipboard::Clipboard,
 }
 
 impl std::fmt::Debug for Desktop {
@@ -130,15 +130,5 @@ impl Desktop {
 
     pub async fn focus_control(&self, h: &ControlHandle) -> Result<(), DesktopError> {
         self.uia.focus(h).await
-    }
-
-    /// The clipboard's text; `None` when it holds none.
-    pub fn read_clipboard(&self) -> Result<Option<String>, DesktopError> {
-        self.clipboard.read()
-    }
-
-    /// Replaces the clipboard's contents with `text`.
-    pub fn write_clipboard(&self, text: &str) -> Result<(), DesktopError> {
-        self.clipboard.write(text)
     }
 }

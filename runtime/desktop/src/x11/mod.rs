@@ -13,7 +13,7 @@ use crate::model::{Button, Capture, Control, ControlHandle, Rect, WindowInfo};
 pub struct Desktop {
     display: display::Display,
     a11y: a11y::A11y,
-    clipboard: crate::clipboard::Clipboard,
+    pub(crate) clipboard: crate::clipboard::Clipboard,
 }
 
 impl std::fmt::Debug for Desktop {
@@ -151,15 +151,5 @@ impl Desktop {
     /// Focuses a control.
     pub async fn focus_control(&self, h: &ControlHandle) -> Result<(), DesktopError> {
         self.a11y.focus(h).await
-    }
-
-    /// The clipboard's text; `None` when it holds none.
-    pub fn read_clipboard(&self) -> Result<Option<String>, DesktopError> {
-        self.clipboard.read()
-    }
-
-    /// Replaces the clipboard's contents with `text`.
-    pub fn write_clipboard(&self, text: &str) -> Result<(), DesktopError> {
-        self.clipboard.write(text)
     }
 }
