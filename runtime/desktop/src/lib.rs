@@ -4,6 +4,8 @@
 
 #[cfg(any(target_os = "linux", windows))]
 mod clipboard;
+#[cfg(any(target_os = "linux", windows))]
+mod desktop_clipboard;
 pub mod encode;
 mod error;
 pub mod frames;
