@@ -238,6 +238,13 @@ async fn a_page_of_another_origin_cannot_change_or_read_the_control_page() {
             403,
         ),
         (
+            "the page's own Origin, then another",
+            post(permission.clone())
+                .header("origin", format!("http://127.0.0.1:{port}"))
+                .header("origin", "http://evil.example"),
+            403,
+        ),
+        (
             "wrong secret",
             post(format!("http://127.0.0.1:{port}/not-the-secret/permission")),
             404,
@@ -432,4 +439,62 @@ async fn a_command_the_model_runs_cannot_use_the_control_page() {
         before,
         "a command changed the config through the page"
     );
+}
+
+/// A command gantry ran opens 64 sockets to the page and holds them: the user still gets
+/// the page at once (the command's connections have slots of their own, and the user's
+/// side makes room by ending its longest-idle connection).
+#[tokio::test]
+async fn a_socket_flood_from_a_command_does_not_lock_the_user_out() {
+    let sb = Sandbox::new();
+    let (server, page) = served(&sb).await;
+    let port = page
+        .trim_start_matches("http://127.0.0.1:")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let script = format!(
+        "import socket, time\n\
+         held = []\n\
+         for _ in range(64):\n\
+         \x20   try:\n        held.append(socket.create_connection(('127.0.0.1', {port})))\n\
+         \x20   except OSError:\n        pass\n\
+         print('holding', len(held), flush=True)\n\
+         time.sleep(20)\n"
+    );
+    std::fs::write(sb.root().join("flood.py"), script).unwrap();
+    let client = server.client("core").await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "python3 flood.py", "yield_time_ms": 3000 }),
+    )
+    .await;
+    assert!(command_output(&r).contains("holding 64"), "{}", text(&r));
+    // The user's browser (this test, which gantry did not start), more than the page's slots.
+    for i in 0..40 {
+        let got = tokio::time::timeout(Duration::from_secs(5), reqwest::get(&page))
+            .await
+            .unwrap_or_else(|_| panic!("request {i} waited 5 s"))
+            .unwrap_or_else(|e| panic!("request {i} was turned away: {e}"));
+        assert_eq!(got.status(), 200, "request {i}");
+    }
+    // A flood of idle sockets from a program gantry did not start, far beyond the slots and
+    // the lookups in flight: every page load still gets in.
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        idle.push(
+            tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
+                .await
+                .unwrap(),
+        );
+    }
+    for i in 0..20 {
+        let got = tokio::time::timeout(Duration::from_secs(8), reqwest::get(&page))
+            .await
+            .unwrap_or_else(|_| panic!("load {i} during the flood waited 8 s"))
+            .unwrap_or_else(|e| panic!("load {i} during the flood was turned away: {e}"));
+        assert_eq!(got.status(), 200);
+    }
 }

@@ -830,14 +830,7 @@ conversation = 'id=(\w+)'
 workdir = "/etc"
 "#,
     );
-    let out = std::process::Command::new(crate::support::gantry())
-        .arg("check")
-        .args(sb.args())
-        .env("HOME", sb.path("home"))
-        .output()
-        .unwrap();
-    let said =
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let said = sb.check();
     assert!(
         said.contains("worker kind `broken`: its program `no-such-agent-cli` is not on PATH"),
         "{said}"

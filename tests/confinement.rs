@@ -130,3 +130,39 @@ async fn confinement_is_refused_when_a_root_holds_what_gantry_runs_or_trusts() {
         assert!(err.contains(what), "{what}: {err}");
     }
 }
+
+/// Roots nested one in the other: a confined command replaces the inner root with a link to a
+/// directory outside; the next confined command must not be granted where the link points.
+#[tokio::test]
+async fn a_root_swapped_for_a_link_by_a_command_grants_nothing_outside() {
+    let sb = Sandbox::new();
+    let outer = sb.root();
+    let inner = outer.join("proj");
+    std::fs::create_dir_all(&inner).unwrap();
+    let outside = sb.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    sb.config("[exec]\nconfine = \"roots\"\n");
+    let mut cmd = sb.serve(std::path::Path::new(crate::support::gantry()), &["--stdio"]);
+    cmd.args(["--root", &inner.display().to_string()]);
+    let (_, client) = crate::support::stdio_client(cmd).await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": format!("mv proj proj.real && ln -s '{}' proj && echo swapped", outside.display()) }),
+    )
+    .await;
+    assert!(output(&r).contains("swapped"), "{}", text(&r));
+    let victim = outside.join("victim.txt");
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": format!("echo escaped > '{}'", victim.display()) }),
+    )
+    .await;
+    assert!(
+        !victim.exists(),
+        "a confined command wrote outside: {}",
+        text(&r)
+    );
+    client.cancel().await.unwrap();
+}

@@ -247,12 +247,14 @@ async fn http_serves_core_statelessly_with_the_same_surface() {
     let sb = Sandbox::new();
     sb.write("a.txt", "over http\n");
     let server = sb.http(&[]).await;
-    // Every connector, the desktop one only where there is a display to drive.
+    // Every connector, the desktop one only where there is a display to drive, the hosts
+    // one only when the config names a machine (none here).
     let display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
     let mut want: Vec<&str> = generated::CONNECTORS
         .iter()
         .map(|c| c.name)
         .filter(|n| display || *n != generated::desktop::NAME)
+        .filter(|n| *n != generated::hosts::NAME)
         .collect();
     want.sort_unstable();
     let mut served: Vec<&str> = server.urls.keys().map(String::as_str).collect();
@@ -549,14 +551,15 @@ fn stdio_hands_its_pipes_back_in_blocking_mode() {
 }
 
 /// With no root given, gantry serves the directory it started in, unless that is the whole
-/// disk or the home directory: then it refuses to start and says how to choose one.
+/// disk or the home directory: then `check`, `config` and `serve` (HTTP and stdio) refuse to
+/// start and say how to choose one. Roots the user wrote (a flag, the config file) are kept.
 #[test]
 fn a_default_root_that_is_the_disk_or_the_home_directory_is_refused() {
     let sb = Sandbox::new();
     let home = sb.path("home");
-    let run = |cwd: &std::path::Path, roots: &[&str]| {
-        std::process::Command::new(gantry())
-            .arg("check")
+    let run = |command: &[&str], cwd: &std::path::Path, roots: &[&str]| {
+        let mut cmd = std::process::Command::new(gantry());
+        cmd.args(command)
             .args(["--config", &sb.path("config.toml").display().to_string()])
             .args(["--state-dir", &sb.path("state").display().to_string()])
             .args(roots)
@@ -564,29 +567,66 @@ fn a_default_root_that_is_the_disk_or_the_home_directory_is_refused() {
             .env("HOME", &home)
             .env_remove("GANTRY_ROOTS")
             .env_remove("GANTRY_CONFIG")
-            .output()
-            .unwrap()
+            .stdin(std::process::Stdio::null());
+        if command[0] == "serve" {
+            // A server that did start is stopped after a moment (and fails the test below).
+            let mut child = cmd
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while child.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            return child.wait_with_output().unwrap();
+        }
+        cmd.output().unwrap()
     };
-    for (cwd, why) in [
-        (std::path::Path::new("/"), "the root of the filesystem"),
-        (home.as_path(), "your home directory"),
-    ] {
-        let out = run(cwd, &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{stderr}");
-        assert!(stderr.contains(why), "{stderr}");
-        assert!(stderr.contains("--root DIR"), "{stderr}");
+    let serve_http: &[&str] = &["serve", "--port", "0", "--no-admin"];
+    let commands: [&[&str]; 4] = [
+        &["check"],
+        &["config", "codex"],
+        serve_http,
+        &["serve", "--stdio"],
+    ];
+    for command in commands {
+        for (cwd, why) in [
+            (std::path::Path::new("/"), "the root of the filesystem"),
+            (home.as_path(), "your home directory"),
+        ] {
+            let out = run(command, cwd, &[]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success(),
+                "{command:?} in {}: {stderr}",
+                cwd.display()
+            );
+            assert!(stderr.contains(why), "{command:?}: {stderr}");
+            assert!(stderr.contains("--root DIR"), "{command:?}: {stderr}");
+            assert!(
+                !stderr.contains("approved roots"),
+                "{command:?} served: {stderr}"
+            );
+        }
     }
     // Chosen explicitly, the same directories are honoured.
     let home_arg = home.display().to_string();
-    let out = run(&home, &["--root", &home_arg]);
+    let out = run(&["check"], &home, &["--root", &home_arg]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // So is the home directory written as a root in the config file, by `serve` too.
+    sb.config(&format!("roots = [{home_arg:?}]\n"));
+    let out = run(serve_http, &home, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("approved roots"), "{stderr}");
+    std::fs::remove_file(sb.path("config.toml")).unwrap();
     // And an ordinary directory is still the default.
-    let out = run(&sb.root(), &[]);
+    let out = run(&["check"], &sb.root(), &[]);
     assert!(
         out.status.success(),
         "{}",

@@ -544,11 +544,24 @@ async fn the_audit_log_shows_decisions_targets_and_policies() {
         !log.contains("must not be logged"),
         "no file contents in the log"
     );
-    let lines: Vec<Value> = log
+    let all: Vec<Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    // A call that acts has an intent line before its outcome line, joined by `call`.
+    let (intents, lines): (Vec<Value>, Vec<Value>) =
+        all.into_iter().partition(|l| l["phase"] == "intent");
     assert_eq!(lines.len(), 3, "{log}");
+    assert_eq!(intents.len(), 2, "exec_command and apply_patch act: {log}");
+    assert_eq!(intents[0]["call"], lines[0]["call"], "{log}");
+    assert_eq!(intents[0]["attempted"][0]["input"], "cmd", "{log}");
+    // Every call has an id (a call relayed to another machine is joined by it there), but
+    // only one that acts is on record before it acts.
+    assert!(lines[1]["call"].is_string(), "{log}");
+    assert!(
+        !intents.iter().any(|i| i["call"] == lines[1]["call"]),
+        "read does not act: {log}"
+    );
     let exec = &lines[0];
     assert_eq!(
         (exec["tool"].as_str(), exec["decision"].as_str()),
@@ -638,7 +651,7 @@ async fn the_audit_log_shows_decisions_targets_and_policies() {
     let typed: Value = log
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|l| l["tool"] == "write_stdin")
+        .find(|l| l["tool"] == "write_stdin" && l["phase"].is_null())
         .unwrap();
     assert_eq!(typed["input"], "typed-in\n", "{typed}");
 
@@ -648,8 +661,9 @@ async fn the_audit_log_shows_decisions_targets_and_policies() {
     call(&client, "exec_command", json!({ "cmd": "echo secret-arg" })).await;
     client.cancel().await.unwrap();
     let log = std::fs::read_to_string(sb.path("state/audit.jsonl")).unwrap();
+    // Not in the outcome line, nor in the intent line before it.
+    assert!(!log.contains("secret-arg"), "{log}");
     let last = log.lines().last().unwrap();
-    assert!(!last.contains("secret-arg"), "{last}");
     assert!(last.contains("(withheld)"), "{last}");
 }
 
@@ -760,5 +774,26 @@ async fn the_omitted_lines_are_read_back_from_the_spill_file() {
         assert!(is_error(&r), "{other}: {}", text(&r));
         assert!(text(&r).contains("PATH_NOT_ALLOWED"), "{}", text(&r));
     }
+    client.cancel().await.unwrap();
+}
+
+/// A program that asks the terminal where its cursor is gets an answer, as in a terminal,
+/// instead of waiting for one until its timeout.
+#[tokio::test]
+async fn a_question_for_the_cursor_position_is_answered() {
+    let sb = Sandbox::new();
+    sb.config("[permissions]\nexec = true\n");
+    let client = sb.stdio(&[]).await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({
+            "cmd": "bash -c 'printf \"\\033[6n\"; IFS= read -rs -t 5 -d R pos && echo \"answered ${pos#*[}\" || echo unanswered'",
+            "yield_time_ms": 8000
+        }),
+    )
+    .await;
+    let t = text(&r);
+    assert!(t.contains("answered 1;1"), "{t}");
     client.cancel().await.unwrap();
 }

@@ -525,11 +525,13 @@ async fn find_leaves_out_files_a_policy_forbids_without_a_trace() {
     .await;
     assert_eq!(text(&right), text(&wrong));
     assert_eq!(facts(&right), facts(&wrong));
+    // Nor does the count of files searched: the forbidden file is not one of them.
     assert!(
-        text(&right).starts_with("[no match in "),
+        text(&right).starts_with("[no match in 1 file(s)"),
         "{}",
         text(&right)
     );
+    assert_eq!(facts(&right)["files"], 1, "{}", facts(&right));
     assert!(facts(&right)["next_cursor"].is_null());
     client.cancel().await.unwrap();
 }
@@ -667,6 +669,14 @@ async fn roots_from_the_config_file_are_live() {
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     sb.config(&roots(&b));
     let x = a.join("x.txt").display().to_string();
+    // Replacing a root widens too: refused until the file has settled, then applied.
+    let r = call(&client, "read", json!({ "paths": ["y.txt", x] })).await;
+    assert!(
+        text(&r).contains("roots are being replaced"),
+        "{}",
+        text(&r)
+    );
+    tokio::time::sleep(server::app::SETTLE + std::time::Duration::from_millis(300)).await;
     let r = call(&client, "read", json!({ "paths": ["y.txt", x] })).await;
     assert_eq!(sections(&r)[0].body, "in b\n");
     assert_eq!(facts(&r)["entries"][1]["error_code"], "PATH_NOT_ALLOWED");

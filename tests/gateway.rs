@@ -158,6 +158,21 @@ async fn an_http_upstream_is_reached_with_its_token_from_the_environment() {
     )
     .await;
     assert!(text(&r).contains("token:absent"), "{}", text(&r));
+    // Nor is it left in gantry's own environment block, which anything running as the user
+    // can read.
+    #[cfg(target_os = "linux")]
+    {
+        let pid = outer.child.id().unwrap();
+        let block = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&block).contains(&token),
+            "the upstream's token is in /proc/{pid}/environ"
+        );
+        assert!(
+            String::from_utf8_lossy(&block).contains("HOME="),
+            "the block was read"
+        );
+    }
     client.cancel().await.unwrap();
     core.cancel().await.unwrap();
 }
@@ -230,5 +245,48 @@ async fn nothing_starts_without_the_permission_or_a_config() {
     let bare = Sandbox::new();
     let client = gateway(&bare, &[]).await;
     assert_eq!(names(&client).await, Vec::<String>::new());
+    client.cancel().await.unwrap();
+}
+
+/// An upstream that answers 30 MB is refused as soon as its answer crosses the gateway's
+/// cap (1 MB and its envelope), not read whole and not waited on until the call's timeout.
+#[tokio::test]
+async fn an_oversized_upstream_answer_is_refused_at_once() {
+    let sb = Sandbox::new();
+    let script = r#"
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    m = msg["method"]
+    if m == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "big", "version": "1"}}
+    elif m == "tools/list":
+        result = {"tools": [{"name": "flood", "inputSchema": {"type": "object"}}]}
+    else:
+        result = {"content": [{"type": "text", "text": "y" * (30 << 20)}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+"#;
+    std::fs::write(sb.path("big.py"), script).unwrap();
+    sb.config(&format!(
+        "[gateway.servers.big]\ncommand = \"python3\"\nargs = [{:?}]\n",
+        sb.path("big.py").display().to_string()
+    ));
+    let client = gateway(&sb, &[]).await;
+    assert_eq!(names(&client).await, vec!["big__flood".to_string()]);
+    let started = Instant::now();
+    let r = call(&client, "big__flood", json!({})).await;
+    assert!(text(&r).starts_with("OUTPUT_LIMIT"), "{}", text(&r));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // The connection goes on: the next call is answered (and refused) the same way.
+    let r = call(&client, "big__flood", json!({})).await;
+    assert!(text(&r).starts_with("OUTPUT_LIMIT"), "{}", text(&r));
     client.cancel().await.unwrap();
 }

@@ -22,6 +22,9 @@ mod confinement;
 #[cfg(target_os = "linux")]
 mod desktop;
 mod e2e;
+// FIFOs, symbolic links, /proc.
+#[cfg(target_os = "linux")]
+mod edges;
 // Uses the POSIX shell for its command rendering.
 #[cfg(unix)]
 mod economy;
@@ -30,6 +33,9 @@ mod exec;
 #[cfg(target_os = "linux")]
 mod faults;
 mod files;
+// Real sshd instances and /proc.
+#[cfg(target_os = "linux")]
+mod hosts;
 mod http;
 mod policies;
 mod sessions;
@@ -49,3 +55,6 @@ mod gateway;
 // Starts POSIX programs and reads /proc.
 #[cfg(target_os = "linux")]
 mod shell;
+// The Windows build under Wine (tests/run's Windows lane sets GANTRY_WINE_EXE).
+#[cfg(target_os = "linux")]
+mod wine;

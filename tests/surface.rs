@@ -22,6 +22,16 @@ fn listing(connector: &str, state: &PermissionState) -> ListToolsResult {
     )
 }
 
+/// Where a connector's listing is widest: Windows (where the most permissions can be had),
+/// unless the connector is not published there.
+fn widest_platform(connector: &tool_api::ConnectorSpec) -> Platform {
+    if connector.platforms.contains(&Platform::Windows) {
+        Platform::Windows
+    } else {
+        Platform::Linux
+    }
+}
+
 fn all_on() -> BTreeMap<&'static str, bool> {
     generated::PERMISSIONS
         .iter()
@@ -47,9 +57,9 @@ fn served_schemas_are_the_generated_ones() {
 
 #[test]
 fn tools_list_per_connector_is_snapshotted() {
-    // Windows with everything on: the widest listing of each connector.
-    let state = PermissionState::new(Platform::Windows, false, all_on());
+    // Everything on where the listing is widest.
     for c in generated::CONNECTORS {
+        let state = PermissionState::new(widest_platform(c), false, all_on());
         // Schemas are held by their own goldens; here only what tools/list adds around them.
         insta::assert_json_snapshot!(format!("tools_list_{}", c.name), listing(c.name, &state), {
             ".tools[].inputSchema" => "[generated/schemas/<tool>.input.json]",
@@ -81,7 +91,7 @@ fn every_connector_stays_within_its_discovery_budget() {
             for (i, p) in perms.iter().enumerate() {
                 stored.insert(p, mask & (1 << i) != 0);
             }
-            let state = PermissionState::new(Platform::Windows, false, stored);
+            let state = PermissionState::new(widest_platform(c), false, stored);
             let list = listing(c.name, &state);
             let bytes = serde_json::to_vec(&list).unwrap().len();
             if bytes > worst.0 {
@@ -111,11 +121,11 @@ fn every_connector_stays_within_its_discovery_budget() {
 /// tools/list of a stdio connection saves.
 #[test]
 fn a_progressive_first_listing_is_smaller_than_the_full_one() {
-    let state = PermissionState::new(Platform::Windows, false, all_on());
     for c in generated::CONNECTORS
         .iter()
         .filter(|c| !c.first_tools.is_empty())
     {
+        let state = PermissionState::new(widest_platform(c), false, all_on());
         let full = listing(c.name, &state);
         let mut first = full.clone();
         first

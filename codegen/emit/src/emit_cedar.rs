@@ -145,6 +145,11 @@ pub fn schema(surface: &Surface) -> String {
         }
         let mut groups = vec![connector_group(&t.connector)];
         groups.extend(t.requires.iter().map(|p| permission_group(p)));
+        // What a relayed tool changes on the other machine is a change all the same:
+        // read-only mode here stops it before it leaves.
+        if t.relays.is_some() && !t.annotations.read_only {
+            groups.push(MUTATING_GROUP.to_string());
+        }
         let mut resources = vec!["Host".to_string()];
         resources.extend(t.targets.iter().cloned());
         let workers = surface

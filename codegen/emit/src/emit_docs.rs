@@ -103,6 +103,14 @@ fn tool_section(w: &mut String, t: &Tool) {
         );
         let _ = writeln!(w);
     }
+    if let Some(relayed) = &t.relays {
+        let _ = writeln!(
+            w,
+            "> **Relayed.** Carried as `{relayed}` to the machine its own inputs name, once allowed \
+             here on that machine's resource; that machine's gantry decides it again and answers."
+        );
+        let _ = writeln!(w);
+    }
     let needs = if t.requires.is_empty() {
         "none for the call itself; see operations".to_string()
     } else {

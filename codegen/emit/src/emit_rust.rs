@@ -650,6 +650,17 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
         }
         let base = tool_ident(t);
         let args = format_ident!("{}Args", base);
+        if let Some(relayed) = &t.relays {
+            let d = format!(
+                "Handles `{}` once its arguments are decoded, validated and allowed here: carries `{relayed}` with `arguments` as given (less this tool's own inputs) to the machine they name, which decides it again.",
+                t.name
+            );
+            return quote! {
+                #[doc = #d]
+                fn #m(&self, call: tool_api::Authorized<#args>, arguments: tool_api::JsonObject, cx: &tool_api::CallContext)
+                    -> impl std::future::Future<Output = Result<tool_api::Encoded, tool_api::ToolError>> + Send;
+            };
+        }
         let output = match (&t.output_type, t.output.is_empty()) {
             (Some(shared), _) => {
                 let o = format_ident!("{}", shared);
@@ -674,6 +685,16 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
         let args = format_ident!("{}Args", base);
         let action = format_ident!("{}", t.rust_name().to_shouty_snake_case());
         match t.status {
+            Status::Ready if t.relays.is_some() => {
+                let m = ident(&t.rust_name());
+                quote! {
+                    #name => {
+                        let args: #args = tool_api::decode(arguments.clone())?;
+                        let call = cx.authorize(actions::#action, &tool_api::Host, args)?;
+                        handlers.#m(call, arguments, cx).await
+                    }
+                }
+            }
             Status::Ready => {
                 let m = ident(&t.rust_name());
                 let encode = match (t.output.is_empty(), t.reply) {
@@ -813,6 +834,7 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
 /// (`types`, `resources`, one per connector) inline, then the static tables the runtime reads.
 /// Schemas and the Cedar schema are included from `OUT_DIR` beside it, so each is stored once.
 pub fn surface_rs(surface: &Surface) -> Result<String, String> {
+    let client_launch_files = &surface.client_launch_files;
     let types = types_mod(surface);
     let resources = resources_mod(surface);
     let mods = surface
@@ -875,6 +897,13 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
             let v = v.to_string();
             quote!((#k, #v),)
         });
+        let audited = t.audited.iter().map(|(name, kind)| {
+            let kind = match kind {
+                surface::Audited::Command => quote!(tool_api::Audited::Command),
+                surface::Audited::Path => quote!(tool_api::Audited::Path),
+            };
+            quote!((#name, #kind),)
+        });
         let input = format!("/schemas/{}.input.json", t.id);
         let output = if t.output.is_empty() || t.reply == surface::ReplyShape::Text {
             quote!(None)
@@ -897,6 +926,7 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
                 annotations: tool_api::Annotations { read_only: #ro, destructive: #de, idempotent: #id, open_world: #ow },
                 platforms: &[#(#platforms),*],
                 limits: &[#(#limits)*],
+                audited: &[#(#audited)*],
                 input_schema: include_str!(concat!(env!("OUT_DIR"), #input)),
                 output_schema: #output,
             },
@@ -1047,6 +1077,10 @@ pub fn surface_rs(surface: &Surface) -> Result<String, String> {
 
         /// Every tool of every connector, in declaration order.
         pub static TOOLS: &[tool_api::ToolSpec] = &[#(#tools)*];
+
+        /// Files MCP clients read to decide which servers to start (the end of a path, `/`
+        /// between components): writing one needs the permission of its own.
+        pub static CLIENT_LAUNCH_FILES: &[&str] = &[#(#client_launch_files),*];
 
         /// The Cedar schema policies are validated against.
         pub const CEDAR_SCHEMA: &str = include_str!(concat!(env!("OUT_DIR"), "/surface.cedarschema"));

@@ -4,7 +4,7 @@
 //! value's span, then [`Surface::parse`] checks every cross-reference and ChatGPT rule and
 //! builds the validated model the emitters use. All problems are reported together.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use indexmap::IndexMap;
@@ -12,7 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diagnostics::{Diagnostic, Diagnostics, SourceMap};
-pub use crate::vocabulary::{Annotations, Platform, ReplyShape, Status};
+pub use crate::vocabulary::{Annotations, Audited, Platform, ReplyShape, Status};
 
 /// A validated surface: everything the emitters need, in declaration order.
 #[derive(Debug, Clone)]
@@ -30,6 +30,9 @@ pub struct Surface {
     /// The error codes a call can end with, in declaration order (may be empty for a
     /// fixture surface; gantry's own declares the one list every crate uses).
     pub errors: Vec<ErrorDecl>,
+    /// Files MCP clients read to decide which servers to start, as paths ending a path
+    /// (`.cursor/mcp.json`): writing one needs a permission of its own.
+    pub client_launch_files: Vec<String>,
 }
 
 /// One stable error code.
@@ -364,6 +367,11 @@ pub struct Tool {
     /// Stands for the tools of upstream MCP servers: never listed itself, every call of a
     /// name its connector does not declare comes to its handler, decided by its action.
     pub upstream: bool,
+    /// The inputs its audit line keeps as what the call attempted, and what they hold.
+    pub audited: Vec<(String, Audited)>,
+    /// The tool of another connector this one carries to another machine: the published
+    /// name it has there. Its inputs are this tool's own (the machine) and then that tool's.
+    pub relays: Option<String>,
 }
 
 impl Tool {
@@ -401,6 +409,8 @@ mod raw {
         pub tools: IndexMap<Spanned<String>, RawTool>,
         #[serde(default)]
         pub errors: IndexMap<Spanned<String>, RawError>,
+        #[serde(default)]
+        pub client_launch_files: Vec<Spanned<String>>,
     }
 
     #[derive(Deserialize)]
@@ -456,7 +466,7 @@ mod raw {
         pub fields: IndexMap<Spanned<String>, RawField>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Clone, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct RawField {
         #[serde(rename = "type")]
@@ -477,7 +487,7 @@ mod raw {
     }
 
     /// A bound as written: a number, or `"{limit}"` naming one of the tool's count limits.
-    #[derive(Deserialize)]
+    #[derive(Clone, Deserialize)]
     #[serde(untagged)]
     pub(super) enum RawBound {
         Number(i64),
@@ -485,19 +495,20 @@ mod raw {
     }
 
     /// A limit as written: a count, or a string with a unit.
-    #[derive(Deserialize)]
+    #[derive(Clone, Deserialize)]
     #[serde(untagged)]
     pub(super) enum RawLimit {
         Count(u64),
         Text(String),
     }
 
-    #[derive(Deserialize)]
+    #[derive(Clone, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct RawTool {
         pub name: Option<Spanned<String>>,
         pub connector: Spanned<String>,
-        pub title: String,
+        /// Required, unless the tool relays another (then that one's is the default).
+        pub title: Option<String>,
         pub description: Option<Spanned<String>>,
         #[serde(default)]
         pub requires: Vec<Spanned<String>>,
@@ -506,7 +517,7 @@ mod raw {
         #[serde(default)]
         pub targets: Vec<Spanned<String>>,
         pub status: Option<Spanned<String>>,
-        pub annotations: RawAnnotations,
+        pub annotations: Option<RawAnnotations>,
         pub platforms: Option<Spanned<Vec<Platform>>>,
         #[serde(default)]
         pub limits: IndexMap<String, Spanned<RawLimit>>,
@@ -524,9 +535,12 @@ mod raw {
         pub operations: IndexMap<Spanned<String>, RawOperation>,
         #[serde(default)]
         pub upstream: bool,
+        #[serde(default)]
+        pub audited: IndexMap<Spanned<String>, Audited>,
+        pub relays: Option<Spanned<String>>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Clone, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct RawAnnotations {
         pub read_only: bool,
@@ -535,7 +549,7 @@ mod raw {
         pub open_world: bool,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Clone, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct RawOperation {
         pub requires: Spanned<String>,
@@ -632,6 +646,93 @@ impl Checker<'_> {
     fn error(&mut self, span: Range<usize>, message: impl Into<String>, hint: Option<String>) {
         self.out.push(self.map.diagnostic(span, message, hint));
     }
+}
+
+/// Fills each tool that `relays` another (by id) from that one: its title, description,
+/// annotations, limits, output and reply unless it sets its own, its inputs after the
+/// relaying tool's own, its input groups and audited inputs beside them. Returns the
+/// published name of each relayed tool, by id.
+fn inherit_relayed(
+    ck: &mut Checker<'_>,
+    tools: &mut IndexMap<Spanned<String>, raw::RawTool>,
+) -> BTreeMap<String, String> {
+    let originals: Vec<(String, raw::RawTool)> = tools
+        .iter()
+        .map(|(k, t)| (k.get_ref().clone(), t.clone()))
+        .collect();
+    let mut names = BTreeMap::new();
+    for (key, t) in tools.iter_mut() {
+        let Some(relayed) = t.relays.clone() else {
+            continue;
+        };
+        let Some((_, from)) = originals.iter().find(|(id, _)| id == relayed.get_ref()) else {
+            ck.error(
+                relayed.span(),
+                format!(
+                    "tool `{}` relays unknown tool `{}`",
+                    key.get_ref(),
+                    relayed.get_ref()
+                ),
+                Some("name another tool's id (its key under [tools])".into()),
+            );
+            continue;
+        };
+        if from.relays.is_some() || from.upstream || t.upstream {
+            ck.error(
+                relayed.span(),
+                format!(
+                    "tool `{}` relays `{}`, which relays or stands for other tools",
+                    key.get_ref(),
+                    relayed.get_ref()
+                ),
+                None,
+            );
+            continue;
+        }
+        names.insert(
+            relayed.get_ref().clone(),
+            from.name
+                .as_ref()
+                .map_or_else(|| relayed.get_ref().clone(), |n| n.get_ref().clone()),
+        );
+        t.title = t.title.take().or_else(|| from.title.clone());
+        t.description = t.description.take().or_else(|| from.description.clone());
+        t.annotations = t.annotations.take().or_else(|| from.annotations.clone());
+        if t.reply.is_none() {
+            t.reply.clone_from(&from.reply);
+        }
+        if t.output.is_empty() && t.output_type.is_none() {
+            t.output.clone_from(&from.output);
+            t.output_type.clone_from(&from.output_type);
+        }
+        for (name, limit) in &from.limits {
+            t.limits
+                .entry(name.clone())
+                .or_insert_with(|| limit.clone());
+        }
+        for (name, field) in &from.input {
+            if t.input.keys().any(|k| k.get_ref() == name.get_ref()) {
+                ck.error(
+                    name.span(),
+                    format!(
+                        "tool `{}` declares input `{}`, which the tool it relays has too",
+                        key.get_ref(),
+                        name.get_ref()
+                    ),
+                    None,
+                );
+                continue;
+            }
+            t.input.insert(name.clone(), field.clone());
+        }
+        t.exactly_one_of.extend(from.exactly_one_of.iter().cloned());
+        t.at_least_one_of
+            .extend(from.at_least_one_of.iter().cloned());
+        for (name, kind) in &from.audited {
+            t.audited.entry(name.clone()).or_insert(*kind);
+        }
+    }
+    names
 }
 
 fn known_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
@@ -818,7 +919,9 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
     let mut tools = Vec::new();
     let mut seen_ids = BTreeSet::new();
     let mut seen_names = BTreeSet::new();
-    for (key, t) in raw.tools {
+    let mut raw_tools = raw.tools;
+    let relayed_names = inherit_relayed(ck, &mut raw_tools);
+    for (key, t) in raw_tools {
         let span = key.span();
         let id = key.into_inner();
         if !tool_name_ok(&id) {
@@ -941,6 +1044,20 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             }
             None => conn.map(|c| c.platforms.clone()).unwrap_or_default(),
         };
+        let mut audited = Vec::new();
+        for (name, kind) in t.audited {
+            if !t.input.keys().any(|k| k.get_ref() == name.get_ref()) {
+                ck.error(
+                    name.span(),
+                    format!("tool `{id}` audits unknown input `{}`", name.get_ref()),
+                    Some(format!(
+                        "name an input of tool `{id}` ({})",
+                        known_list(t.input.keys().map(|k| k.get_ref().as_str()))
+                    )),
+                );
+            }
+            audited.push((name.into_inner(), kind));
+        }
         let mut operations = Vec::new();
         for (op, o) in t.operations {
             if !tool_name_ok(op.get_ref()) {
@@ -1076,12 +1193,42 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         };
         let exactly_one_of = groups(t.exactly_one_of, "exactly_one_of");
         let at_least_one_of = groups(t.at_least_one_of, "at_least_one_of");
-        let annotations = Annotations {
-            read_only: t.annotations.read_only,
-            destructive: t.annotations.destructive,
-            idempotent: t.annotations.idempotent,
-            open_world: t.annotations.open_world,
+        let annotations = match &t.annotations {
+            Some(a) => Annotations {
+                read_only: a.read_only,
+                destructive: a.destructive,
+                idempotent: a.idempotent,
+                open_world: a.open_world,
+            },
+            None => {
+                ck.error(
+                    span.clone(),
+                    format!("tool `{id}` has no `annotations`"),
+                    None,
+                );
+                Annotations {
+                    read_only: false,
+                    destructive: true,
+                    idempotent: false,
+                    open_world: true,
+                }
+            }
         };
+        let title = t.title.clone().unwrap_or_else(|| {
+            ck.error(span.clone(), format!("tool `{id}` has no `title`"), None);
+            String::new()
+        });
+        let relays = t
+            .relays
+            .as_ref()
+            .and_then(|r| relayed_names.get(r.get_ref()).cloned());
+        if relays.is_some() && !operations.is_empty() {
+            ck.error(
+                span.clone(),
+                format!("relaying tool `{id}` declares operations"),
+                Some("the other machine decides the relayed tool's operations".into()),
+            );
+        }
         if t.upstream {
             if !input.is_empty() || !output.is_empty() || !operations.is_empty() {
                 ck.error(
@@ -1105,7 +1252,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             id,
             name: tname,
             connector,
-            title: t.title,
+            title,
             description,
             requires: t.requires.into_iter().map(Spanned::into_inner).collect(),
             unpublished_when: t
@@ -1126,6 +1273,8 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
             at_least_one_of,
             operations,
             upstream: t.upstream,
+            audited,
+            relays,
         };
         // A tool that says it only reads must not need a permission that mutates.
         if tool.annotations.read_only {
@@ -1197,6 +1346,29 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         }
     }
 
+    let client_launch_files = raw
+        .client_launch_files
+        .into_iter()
+        .map(|f| {
+            let ok = !f.get_ref().is_empty()
+                && !f.get_ref().starts_with('/')
+                && f.get_ref()
+                    .split('/')
+                    .all(|c| !c.is_empty() && c != "." && c != "..");
+            if !ok {
+                ck.error(
+                    f.span(),
+                    format!(
+                        "client launch file `{}` is not a relative path",
+                        f.get_ref()
+                    ),
+                    Some("write the end of a path, `/`-separated: `.cursor/mcp.json`".into()),
+                );
+            }
+            f.into_inner()
+        })
+        .collect();
+
     Surface {
         permissions,
         connectors,
@@ -1204,6 +1376,7 @@ fn build(ck: &mut Checker<'_>, raw: raw::File) -> Surface {
         types,
         tools,
         errors,
+        client_launch_files,
     }
 }
 

@@ -108,7 +108,14 @@ fn missing_descriptions_are_all_reported_at_once() {
         .replacen("description = \"View a PNG, JPEG, GIF or WebP image inside the approved roots, downscaled to fit.\"\n", "", 1)
         .replacen(", description = \"Image file.\"", "", 1);
     let errs = errors(&text);
-    assert_eq!(errs.len(), 2, "{errs:?}");
+    // The Hosts connector's `view_image` relays this one and inherits both gaps: reported
+    // for it too, under its own id.
+    assert_eq!(errs.len(), 4, "{errs:?}");
+    assert!(
+        errs[2].contains("tool `hosts_view_image` is missing a description"),
+        "{}",
+        errs[2]
+    );
     assert!(
         errs[0].contains("tool `view_image` is missing a description"),
         "{}",
@@ -374,5 +381,66 @@ fn an_operation_takes_only_optional_inputs_of_its_tool() {
         errs[1].contains("hint: name an input of tool `agents`"),
         "{}",
         errs[1]
+    );
+}
+
+#[test]
+fn a_tool_audits_only_its_own_inputs_by_a_known_kind() {
+    let text = SURFACE.replacen(
+        "audited = { paths = \"path\", ranges = \"path\" }",
+        "audited = { pahts = \"path\", ranges = \"path\" }",
+        1,
+    );
+    assert_ne!(text, SURFACE);
+    let errs = errors(&text);
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("tool `read` audits unknown input `pahts`")),
+        "{errs:?}"
+    );
+    let text = SURFACE.replacen(
+        "audited = { paths = \"path\", ranges = \"path\" }",
+        "audited = { paths = \"secret\", ranges = \"path\" }",
+        1,
+    );
+    assert_ne!(text, SURFACE);
+    assert!(!errors(&text).is_empty());
+}
+
+#[test]
+fn a_relaying_tool_takes_its_own_inputs_then_the_relayed_ones() {
+    let surface = Surface::parse("s.toml", SURFACE).unwrap();
+    let relay = surface.tools.iter().find(|t| t.id == "hosts_read").unwrap();
+    let read = surface.tools.iter().find(|t| t.id == "read").unwrap();
+    assert_eq!(relay.relays.as_deref(), Some("read"));
+    assert_eq!(relay.name, "read");
+    let names: Vec<&str> = relay.input.iter().map(|f| f.name.as_str()).collect();
+    let mut expected = vec!["host"];
+    expected.extend(read.input.iter().map(|f| f.name.as_str()));
+    assert_eq!(names, expected);
+    assert_eq!(relay.title, read.title);
+    assert_eq!(relay.description, read.description);
+    assert_eq!(relay.at_least_one_of, read.at_least_one_of);
+    assert!(relay.operations.is_empty());
+    assert_eq!(relay.requires, ["hosts"]);
+}
+
+#[test]
+fn a_relay_of_nothing_or_with_a_clashing_input_is_refused() {
+    let errs = errors(&with(
+        "[tools.hosts_nothing]\nconnector = \"hosts\"\nrelays = \"nothing\"\nrequires = [\"hosts\"]\n",
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("relays unknown tool `nothing`")),
+        "{errs:?}"
+    );
+    let errs = errors(&with(
+        "[tools.hosts_read2]\nname = \"read2\"\nconnector = \"hosts\"\nrelays = \"read\"\nrequires = [\"hosts\"]\ninput.paths = { type = \"string\", description = \"x\" }\n",
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("declares input `paths`, which the tool it relays has too")),
+        "{errs:?}"
     );
 }

@@ -50,6 +50,18 @@ pub enum Status {
     Planned,
 }
 
+/// What an input a tool's audit line keeps holds: the audit records what a call attempted
+/// (refused or not) by these inputs, cut to 200 characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Audited {
+    /// A command line or program and its arguments: withheld under
+    /// `audit_command_lines = false`.
+    Command,
+    /// A path or list of paths.
+    Path,
+}
+
 /// How a tool's result reaches the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplyShape {

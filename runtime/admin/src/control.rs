@@ -26,8 +26,6 @@ use state_dir::LiveTokens;
 
 use crate::page;
 
-/// Connections the page serves at once.
-const MAX_CONNECTIONS: usize = 32;
 /// The largest form a request may post.
 const MAX_FORM_BYTES: usize = 16 << 10;
 /// Audit lines the live tail shows before new ones arrive.
@@ -178,6 +176,36 @@ pub fn start(
     Ok((control, listener))
 }
 
+/// Serves one connection until it ends, is evicted or the server stops; a refused opener's
+/// connection answers once and closes.
+async fn serve_connection<S>(
+    stream: tokio::net::TcpStream,
+    service: S,
+    refused: bool,
+    evicted: &CancellationToken,
+    shutdown: &CancellationToken,
+) where
+    S: hyper::service::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = Response,
+            Error = std::convert::Infallible,
+        >,
+    S::Future: Send + 'static,
+{
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive(!refused)
+        .header_read_timeout(std::time::Duration::from_secs(if refused { 2 } else { 10 }));
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        _ = connection => {}
+        () = evicted.cancelled() => {}
+        () = shutdown.cancelled() => {}
+    }
+}
+
 impl Control {
     /// The page's URL (the secret is part of it).
     pub fn url(&self) -> String {
@@ -185,15 +213,22 @@ impl Control {
     }
 
     /// Serves the page until `shutdown` fires, then removes the file `gantry admin` reads.
-    /// At most [`MAX_CONNECTIONS`] at once, each sending its headers within 10 s: the page
-    /// is for one person, and idle sockets must not eat the server's descriptors.
+    /// Each connection sends its headers within 10 s; who holds how many connections is
+    /// [`crate::connections`]'s rule, so idle sockets can neither eat the server's
+    /// descriptors nor lock the user out.
     pub async fn serve(
         self: Arc<Self>,
         listener: tokio::net::TcpListener,
         shutdown: CancellationToken,
     ) {
-        use hyper_util::rt::{TokioIo, TokioTimer};
-        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        use crate::connections::{MAX_CHECKING, MAX_REFUSED_CONNECTIONS, MAX_WAITING, Pool};
+        let checking = Arc::new(tokio::sync::Semaphore::new(MAX_CHECKING));
+        // Connections waiting for their opener to be looked up: they wait their turn (a
+        // flood must not turn the user's connection away) but are bounded (nor hold every
+        // descriptor).
+        let waiting = Arc::new(tokio::sync::Semaphore::new(MAX_WAITING));
+        let refused_slots = Arc::new(tokio::sync::Semaphore::new(MAX_REFUSED_CONNECTIONS));
+        let pool = Arc::new(Pool::default());
         loop {
             let (stream, peer) = tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -205,16 +240,27 @@ impl Control {
                     }
                 },
             };
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
+            let Ok(queued) = waiting.clone().try_acquire_owned() else {
                 continue;
             };
+            let checking = checking.clone();
             let Ok(local) = stream.local_addr() else {
                 continue;
             };
             let control = self.clone();
             let shutdown = shutdown.clone();
+            let refused_slots = refused_slots.clone();
+            let pool = pool.clone();
             tokio::spawn(async move {
-                let _slot = slot;
+                let Ok(Ok(check)) = tokio::time::timeout(
+                    std::time::Duration::from_secs(5),
+                    checking.acquire_owned(),
+                )
+                .await
+                else {
+                    return;
+                };
+                drop(queued);
                 // Who opened the connection is looked up once, before any request on it is
                 // read: a command gantry ran may know the page's address (it can read the
                 // state directory), and must neither read the page nor change anything.
@@ -229,29 +275,42 @@ impl Control {
                 .await
                 .unwrap_or_else(|_| Some("the check of who opened the connection failed".into()))
                 .map(Arc::from);
-                if let Some(why) = &refused {
-                    tracing::warn!(why = %why, "the control page refused a connection");
-                }
+                drop(check);
+                // A refused opener gets a few slots of its own and one answer each; the
+                // user's connections are admitted apart, so a flood of refused sockets
+                // never takes their place.
+                let (refused_slot, admitted) = match &refused {
+                    Some(why) => {
+                        tracing::warn!(why = %why, "the control page refused a connection");
+                        let Ok(slot) = refused_slots.try_acquire_owned() else {
+                            return;
+                        };
+                        (Some(slot), None)
+                    }
+                    None => {
+                        let Some(admitted) = pool.admit() else {
+                            return;
+                        };
+                        (None, Some(Arc::new(admitted)))
+                    }
+                };
+                let evicted = admitted
+                    .as_ref()
+                    .map_or_else(CancellationToken::new, |a| a.end.clone());
                 let service = hyper::service::service_fn(
                     move |request: http::Request<hyper::body::Incoming>| {
                         let control = control.clone();
                         let refused = refused.clone();
+                        let busy = admitted.as_ref().map(|a| a.busy());
                         async move {
-                            Ok::<_, std::convert::Infallible>(
-                                control.handle(request.map(Body::new), refused).await,
-                            )
+                            let response = control.handle(request.map(Body::new), refused).await;
+                            drop(busy);
+                            Ok::<_, std::convert::Infallible>(response)
                         }
                     },
                 );
-                let mut builder = hyper::server::conn::http1::Builder::new();
-                builder
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(std::time::Duration::from_secs(10));
-                let connection = builder.serve_connection(TokioIo::new(stream), service);
-                tokio::select! {
-                    _ = connection => {}
-                    () = shutdown.cancelled() => {}
-                }
+                serve_connection(stream, service, refused_slot.is_some(), &evicted, &shutdown)
+                    .await;
             });
         }
         let _ = std::fs::remove_file(self.app.settings.state_dir.join(URL_FILE));
@@ -273,6 +332,16 @@ impl Control {
             return Err((
                 StatusCode::FORBIDDEN,
                 "Forbidden: the control page answers only as 127.0.0.1 or localhost on its own port",
+            ));
+        }
+        // One Origin, one Sec-Fetch-Site: a second one (the page's own first) is not a
+        // browser's request, and must not be judged by its first value alone.
+        if request.headers().get_all(header::ORIGIN).iter().count() > 1
+            || request.headers().get_all("sec-fetch-site").iter().count() > 1
+        {
+            return Err((
+                StatusCode::FORBIDDEN,
+                "Forbidden: a request with more than one Origin or Sec-Fetch-Site header",
             ));
         }
         if let Some(origin) = request.headers().get(header::ORIGIN) {
@@ -461,13 +530,14 @@ impl Control {
         let broken_before = self.app.live().broken.clone();
         let applied =
             config::edit::apply_checked(&self.app.settings.config_path, &change, &roots, || {
-                match &self.app.live().broken {
+                // gantry wrote the file whole: it applies now, not after the settling time.
+                match &self.app.adopt_config().broken {
                     Some(why) if broken_before.as_ref() != Some(why) => Err(why.clone()),
                     _ => Ok(()),
                 }
             });
         // Reloaded either way: after an undo, the restored file is what applies.
-        self.app.live();
+        self.app.adopt_config();
         match applied {
             Ok(()) => {
                 tracing::info!(change = %change, "the user changed the config from the control page");

@@ -3,6 +3,7 @@
 //! audit tail. It changes the config the way a hand edit would, so the server reloads it like
 //! any other change; no tool reaches it.
 
+mod connections;
 mod control;
 mod page;
 

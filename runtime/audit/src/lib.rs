@@ -3,4 +3,4 @@
 
 mod log;
 
-pub use log::{Audit, Entry, FILE_NAME, Filter, last_lines, overall, show};
+pub use log::{Attempt, Audit, Entry, FILE_NAME, Filter, ROTATED_KEPT, last_lines, overall, show};

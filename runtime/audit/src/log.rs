@@ -1,9 +1,13 @@
 //! The audit log: one JSON line per tool call in `<state dir>/audit.jsonl` (mode 0600,
-//! rotated to `audit.jsonl.1` by size). It records who, what was decided on which targets
-//! (resolved paths, command lines cut to 200 characters, session ids) by which policies, the
-//! outcome and how long it took, and what a `write_stdin` typed (cut the same way); never file
-//! contents, outputs or patch bodies. With `audit_command_lines = false` command lines and
-//! typed input are withheld too.
+//! rotated by size to `audit.jsonl.1` … `.5`, the oldest dropped). It records who, what the
+//! call attempted (its audited inputs: command lines and paths as given, refused or not), what
+//! was decided on which targets (resolved paths, command lines cut to 200 characters, session
+//! ids) by which policies, the outcome and how long it took, and what a `write_stdin` typed
+//! (cut the same way); never file contents, outputs or patch bodies. With
+//! `audit_command_lines = false` command lines and typed input are withheld too.
+//!
+//! A call of a tool that acts (not read-only) gets an `intent` line before it acts, joined to
+//! its outcome line by `call`: a call that kills gantry is still on record.
 
 use std::io::{BufRead as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -12,8 +16,23 @@ use std::sync::Mutex;
 use serde::Serialize;
 use tool_api::Decided;
 
-/// Size past which the log is rotated to `audit.jsonl.1` (which it replaces).
+/// Size past which the log is rotated to `audit.jsonl.1`.
 const ROTATE_BYTES: u64 = 16 << 20;
+
+/// How many rotated logs are kept (`audit.jsonl.1` newest … `audit.jsonl.5` oldest).
+pub const ROTATED_KEPT: u32 = 5;
+
+/// One audited input of a call: what it attempted, as given.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt<'a> {
+    /// The input's name.
+    pub input: &'a str,
+    /// Its value, cut at 200 characters (a list joined by spaces).
+    pub value: String,
+    /// A command line (withheld under `audit_command_lines = false`).
+    #[serde(skip)]
+    pub command: bool,
+}
 
 /// The log file's name in the state directory.
 pub const FILE_NAME: &str = "audit.jsonl";
@@ -45,6 +64,15 @@ pub struct Entry<'a> {
     /// Client-supplied labels (`openai/session`...), for correlation only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<(&'a str, String)>,
+    /// What the call attempted, by its tool's audited inputs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attempted: Vec<Attempt<'a>>,
+    /// Joins a call's `intent` line to its outcome line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// `intent` on the line written before a call acts (its outcome line has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<&'static str>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -141,6 +169,9 @@ impl Audit {
             if entry.input.is_some() {
                 entry.input = Some("(withheld)".into());
             }
+            for a in entry.attempted.iter_mut().filter(|a| a.command) {
+                a.value = "(withheld)".into();
+            }
         }
         let mut line = match serde_json::to_vec(&*entry) {
             Ok(l) => l,
@@ -163,17 +194,18 @@ impl Audit {
             // Another server sharing the log may have rotated it already: then this file is
             // the old generation, and the one to write is the new file at the path.
             let rotated_by_another = !same_file(&open.file, &open.path);
-            let rotated = open.path.with_extension("jsonl.1");
             let reopened = if rotated_by_another {
                 open_private(&open.path)
             } else {
-                std::fs::rename(&open.path, &rotated).and_then(|()| open_private(&open.path))
+                shift_rotated(&open.path).and_then(|()| open_private(&open.path))
             };
             match reopened {
                 Ok(f) => open.file = f,
                 Err(e) => tracing::warn!(error = %e, "cannot rotate the audit log"),
             }
         }
+        // One write of the whole line: it is in the file (the kernel's, whatever happens to
+        // gantry next) before the call goes on.
         if let Err(e) = open.file.write_all(&line) {
             tracing::warn!(error = %e, "cannot write the audit log");
         }
@@ -188,6 +220,18 @@ impl Audit {
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<std::sync::Arc<str>> {
         self.live.subscribe()
     }
+}
+
+/// The rotated logs move one place older (the oldest is dropped) and the log becomes `.1`.
+fn shift_rotated(path: &Path) -> std::io::Result<()> {
+    let numbered = |n: u32| path.with_extension(format!("jsonl.{n}"));
+    for n in (1..ROTATED_KEPT).rev() {
+        match std::fs::rename(numbered(n), numbered(n + 1)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    std::fs::rename(path, numbered(1))
 }
 
 /// Whether the open `file` is the one at `path` now.
@@ -316,6 +360,69 @@ mod tests {
             outcome: "ok",
             duration_us: 1,
             labels: Vec::new(),
+            attempted: Vec::new(),
+            call: None,
+            phase: None,
+        }
+    }
+
+    /// Each rotation keeps the older logs, up to [`ROTATED_KEPT`].
+    #[test]
+    fn rotation_keeps_the_stated_number_of_old_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        for generation in 0..=ROTATED_KEPT + 1 {
+            std::fs::write(
+                &path,
+                format!("{generation}\n").repeat(ROTATE_BYTES as usize / 2),
+            )
+            .unwrap();
+            let audit = Audit::open(dir.path(), false).unwrap();
+            audit.record(&mut entry());
+        }
+        for n in 1..=ROTATED_KEPT {
+            let kept =
+                std::fs::read_to_string(dir.path().join(format!("audit.jsonl.{n}"))).unwrap();
+            let generation = ROTATED_KEPT + 1 - n + 1;
+            assert!(
+                kept.starts_with(&format!("{generation}\n")),
+                "audit.jsonl.{n}"
+            );
+        }
+        assert!(
+            !dir.path()
+                .join(format!("audit.jsonl.{}", ROTATED_KEPT + 1))
+                .exists()
+        );
+    }
+
+    /// An attempted command line is kept, or withheld with `audit_command_lines = false`;
+    /// an attempted path is kept either way.
+    #[test]
+    fn attempts_are_kept_and_command_lines_withheld_on_request() {
+        for keep in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let audit = Audit::open(dir.path(), keep).unwrap();
+            let mut e = entry();
+            e.attempted = vec![
+                Attempt {
+                    input: "cmd",
+                    value: "echo probe".into(),
+                    command: true,
+                },
+                Attempt {
+                    input: "workdir",
+                    value: "/w".into(),
+                    command: false,
+                },
+            ];
+            audit.record(&mut e);
+            let line = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+            assert_eq!(line.contains("echo probe"), keep, "{line}");
+            assert!(
+                line.contains("\"input\":\"workdir\",\"value\":\"/w\""),
+                "{line}"
+            );
         }
     }
 

@@ -58,6 +58,9 @@ pub struct Gate {
     principal_name: String,
     worker: Option<Arc<WorkerId>>,
     facts: Facts,
+    /// A second policy set that must permit too: the one a policy change brings while it
+    /// settles, so its new `forbid`s hold at once and its new `permit`s only once it settled.
+    settling: Option<Arc<Engine>>,
 }
 
 /// A worker agent a call was proven to come from (by the endpoint it arrived on).
@@ -88,6 +91,7 @@ impl Gate {
             principal_name: connector.to_string(),
             worker: None,
             facts: facts.clone(),
+            settling: None,
         })
     }
 
@@ -109,7 +113,14 @@ impl Gate {
             principal_name: connector.to_string(),
             worker: Some(Arc::new(worker)),
             facts: facts.clone(),
+            settling: None,
         })
+    }
+
+    /// The same gate, where `settling` (a policy set not yet settled) must permit a call too.
+    pub fn also_decided_by(mut self, settling: Option<Arc<Engine>>) -> Self {
+        self.settling = settling;
+        self
     }
 
     /// The worker the call came from, if a worker made it.
@@ -156,14 +167,27 @@ impl Gate {
             resource,
             &self.facts,
         );
-        if decision.allowed {
+        if !decision.allowed {
+            return Err(self.engine.denial(action, resource, decision));
+        }
+        if let Some(settling) = &self.settling {
+            let second = settling.decide(
+                &self.principal,
+                &self.principal_entities,
+                action,
+                resource,
+                &self.facts,
+            );
+            if !second.allowed {
+                return Err(settling.denial(action, resource, second));
+            }
+        }
+        {
             Ok(Authorized {
                 value,
                 action,
                 policies: decision.policies,
             })
-        } else {
-            Err(self.engine.denial(action, resource, decision))
         }
     }
 }

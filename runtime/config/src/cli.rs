@@ -30,6 +30,9 @@ pub enum Command {
     Audit(AuditArgs),
     /// Print the control page URL of the server running with this state directory.
     Admin(AdminArgs),
+    /// Your other machines, reached over SSH through the Hosts connector.
+    #[command(subcommand)]
+    Hosts(HostsCommand),
     /// Internal: how a confined command starts (`[exec] confine = "roots"`).
     #[command(hide = true)]
     SandboxExec(SandboxExecArgs),
@@ -91,6 +94,68 @@ pub enum TokenCommand {
         /// The connector.
         #[arg(value_parser = connector_names())]
         connector: Option<String>,
+        /// Settings.
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+/// `gantry hosts ...`.
+#[derive(Debug, Subcommand)]
+pub enum HostsCommand {
+    /// Pin a machine's SSH host key after showing its fingerprint and asking (and, when
+    /// `user@host` is given, write `[hosts.NAME]` once confirmed), then check its gantry
+    /// answers.
+    Add {
+        /// The machine's name in the config.
+        name: String,
+        /// `user@host`, to write `[hosts.NAME]` (default: the entry already there).
+        destination: Option<String>,
+        /// The SSH port (default: ssh's own, 22 unless the user's ssh config says).
+        #[arg(long)]
+        ssh_port: Option<u16>,
+        /// The private key to log in with.
+        #[arg(long)]
+        identity_file: Option<String>,
+        /// The command that runs gantry there (default `gantry`).
+        #[arg(long)]
+        gantry: Option<String>,
+        /// Confirm the key without a prompt (scripts).
+        #[arg(long)]
+        yes: bool,
+        /// Settings.
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// The machines under `[hosts]`, with their pinned keys.
+    List {
+        /// Settings.
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Forget a machine: its `[hosts]` entry and its pinned key.
+    Remove {
+        /// The machine's name.
+        name: String,
+        /// Settings.
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Whether each machine's gantry answers, and its version.
+    Check {
+        /// Only this machine.
+        name: Option<String>,
+        /// Settings.
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Copy this gantry to a machine of the same kind (checked by SHA-256 there).
+    Install {
+        /// The machine's name.
+        name: String,
+        /// Where it goes there (`~/` is its home).
+        #[arg(long, default_value = "~/.local/bin/gantry")]
+        to: String,
         /// Settings.
         #[command(flatten)]
         common: CommonArgs,

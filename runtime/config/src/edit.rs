@@ -15,6 +15,10 @@ pub enum Change {
     AddRoot(PathBuf),
     /// Removes a directory from `roots`.
     RemoveRoot(PathBuf),
+    /// Writes `[hosts.NAME]` (replacing an entry of that name).
+    SetMachine(String, crate::machines::MachineConfig),
+    /// Removes `[hosts.NAME]`.
+    RemoveMachine(String),
 }
 
 impl std::fmt::Display for Change {
@@ -24,6 +28,8 @@ impl std::fmt::Display for Change {
             Change::ReadOnly(on) => write!(f, "read_only = {on}"),
             Change::AddRoot(dir) => write!(f, "roots += {}", dir.display()),
             Change::RemoveRoot(dir) => write!(f, "roots -= {}", dir.display()),
+            Change::SetMachine(name, m) => write!(f, "[hosts.{name}] ssh = {}", m.ssh),
+            Change::RemoveMachine(name) => write!(f, "[hosts.{name}] removed"),
         }
     }
 }
@@ -91,10 +97,11 @@ pub fn apply_checked(
         source,
     };
     let target = target_of(path);
-    let text = match std::fs::read_to_string(&target) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(io(e)),
+    let text = match state_dir::read_own_input(&target) {
+        Ok(read) => read.text,
+        Err(state_dir::OwnInputError::Missing) => String::new(),
+        Err(state_dir::OwnInputError::Io(e)) => return Err(io(e)),
+        Err(e) => return Err(io(std::io::Error::other(e.to_string()))),
     };
     let mut doc: toml_edit::DocumentMut =
         text.parse()
@@ -140,6 +147,49 @@ fn edit(
             }
         }
         Change::ReadOnly(on) => set_top(doc, "read_only", toml_edit::value(*on)),
+        Change::SetMachine(name, machine) => {
+            if !crate::machines::name_ok(name) {
+                return Err(EditError::Invalid(format!(
+                    "`{name}` cannot name a host: 1 to 32 letters, digits, `-` or `_`"
+                )));
+            }
+            if let Some(why) = machine.problem() {
+                return Err(EditError::Invalid(format!("[hosts.{name}]: {why}")));
+            }
+            let hosts = doc.entry("hosts").or_insert_with(|| {
+                let mut t = toml_edit::Table::new();
+                t.set_implicit(true);
+                toml_edit::Item::Table(t)
+            });
+            let Some(hosts) = hosts.as_table_mut() else {
+                return Err(EditError::Invalid(
+                    "`hosts` in the config file is not a table".into(),
+                ));
+            };
+            let mut entry = toml_edit::Table::new();
+            entry.insert("ssh", toml_edit::value(machine.ssh.as_str()));
+            if let Some(port) = machine.port {
+                entry.insert("port", toml_edit::value(i64::from(port)));
+            }
+            if let Some(f) = &machine.identity_file {
+                entry.insert("identity_file", toml_edit::value(f.as_str()));
+            }
+            if let Some(g) = &machine.gantry {
+                entry.insert("gantry", toml_edit::value(g.as_str()));
+            }
+            hosts.insert(name, toml_edit::Item::Table(entry));
+        }
+        Change::RemoveMachine(name) => {
+            let removed = doc
+                .get_mut("hosts")
+                .and_then(toml_edit::Item::as_table_mut)
+                .and_then(|t| t.remove(name));
+            if removed.is_none() {
+                return Err(EditError::Invalid(format!(
+                    "there is no [hosts.{name}] in the config file"
+                )));
+            }
+        }
         Change::AddRoot(dir) | Change::RemoveRoot(dir) => {
             let Some(shown) = dir.to_str() else {
                 return Err(EditError::Invalid(format!(

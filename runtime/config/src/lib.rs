@@ -1,7 +1,7 @@
 //! gantry's configuration: command-line flags, environment and the config file merged into
 //! [`Settings`]; the config file edited for the user (one key at a time, comments kept); the
-//! `Host` names the HTTP boundary admits; the worker kinds and upstream servers the file
-//! declares; the URLs connectors are reached at and the client setups that name them.
+//! `Host` names the HTTP boundary admits; the worker kinds, upstream servers and other
+//! machines the file declares; the URLs connectors are reached at and the client setups that name them.
 //!
 //! A leaf: it imports nothing of the server, so every other crate may read settings.
 
@@ -9,12 +9,13 @@ pub mod cli;
 pub mod client_setup;
 pub mod edit;
 pub mod hosts;
+pub mod machines;
 mod settings;
 pub mod upstream;
 pub mod urls;
 pub mod worker_kinds;
 
 pub use settings::{
-    ConfigError, DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SESSION_IDLE, Settings, default_config_path,
-    default_state_dir, from_env_or_flag,
+    ConfigError, DEFAULT_HOST, DEFAULT_PORT, DEFAULT_RUNS_FILES, DEFAULT_SESSION_IDLE, Settings,
+    default_config_path, default_state_dir, from_env_or_flag, runs_files,
 };

@@ -59,12 +59,18 @@ struct ConfigFile {
     allowed_origins: Option<Vec<String>>,
     session_idle: Option<toml::Spanned<String>>,
     audit_command_lines: Option<bool>,
+    /// Files MCP clients read to start servers, beyond surface.toml's list.
+    #[serde(default)]
+    client_launch_files: Vec<String>,
     exec: Option<ExecSection>,
     session: Option<SessionSection>,
     desktop: Option<DesktopSection>,
     zodex: Option<ZodexSection>,
     shell: Option<ShellSection>,
     gateway: Option<GatewaySection>,
+    /// The user's other machines, by name.
+    #[serde(default)]
+    hosts: BTreeMap<String, crate::machines::MachineConfig>,
     agents: Option<crate::worker_kinds::AgentsSection>,
     /// Per connector: `"all"` (default) or `"progressive"`.
     #[serde(default)]
@@ -113,7 +119,37 @@ struct ShellSection {
     /// Programs by the name `shell.exec` is given (`git`, `/usr/bin/make`); `"*"` allows any.
     #[serde(default)]
     allowed_commands: Vec<String>,
+    /// Programs that run what the working tree or its config says (replaces the default list).
+    runs_files: Option<Vec<String>>,
 }
+
+/// The programs that execute content from the working tree or its config (a Makefile,
+/// `.git/config`'s hooks and fsmonitor, package.json scripts, build scripts, any script
+/// file): the default of `[shell] runs_files`. Allowing one in `[shell] allowed_commands`
+/// also needs `exec`, since the model can write what it runs.
+#[rustfmt::skip]
+pub const DEFAULT_RUNS_FILES: &[&str] = &[
+    // Build tools and task runners: they run what the tree's build files say.
+    "make", "gmake", "bmake", "cmake", "ninja", "meson", "just", "rake", "mvn", "gradle",
+    "ant", "sbt", "bazel", "bazelisk", "buck", "buck2", "scons", "waf", "xmake", "task",
+    // Version control: hooks, `core.fsmonitor`, filters and aliases from `.git/config`.
+    "git", "hg", "svn",
+    // Package managers and language runtimes: scripts, build scripts, `*.py`, `*.js`...
+    "npm", "npx", "pnpm", "pnpx", "yarn", "corepack", "bun", "bunx", "deno", "node", "nodejs",
+    "cargo", "rustc", "go", "python", "python3", "pip", "pip3", "pipx", "uv", "uvx", "poetry",
+    "pdm", "hatch", "pytest", "tox", "nox", "ruby", "bundle", "gem", "perl", "php", "composer",
+    "lua", "luajit", "r", "rscript", "julia", "java", "dotnet", "mono", "swift", "kotlin",
+    "gcc", "cc", "clang", "tclsh", "wish", "expect", "osascript", "sqlite3",
+    // Shells, and programs that run what their arguments say.
+    "bash", "sh", "dash", "zsh", "fish", "ksh", "mksh", "csh", "tcsh", "busybox", "env",
+    "xargs", "find", "awk", "gawk", "mawk", "nawk", "sed", "tar", "zip", "ssh", "rsync", "watch",
+    "timeout", "nice", "nohup", "setsid", "sudo", "doas", "su", "runuser", "pkexec", "script",
+    "parallel", "vim", "vi", "nvim", "emacs", "ed", "less", "more", "man", "docker", "podman",
+    "kubectl", "terraform", "ansible", "nix", "pwsh", "powershell", "cmd", "wsl", "flock",
+    "stdbuf", "ld.so", "ld-linux", "strace", "ltrace", "gdb", "lldb", "valgrind", "unshare",
+    "nsenter", "chroot", "ionice", "taskset", "chrt", "prlimit", "systemd-run", "firejail",
+    "bwrap", "openssl", "time", "at", "batch", "crontab",
+];
 
 /// `[gateway]`: the upstream MCP servers the Gateway connector serves.
 #[derive(Debug, Default, Deserialize)]
@@ -149,6 +185,11 @@ pub struct Settings {
     pub config_path: PathBuf,
     /// Whether it existed.
     pub config_exists: bool,
+    /// Whether it set anything (a file that is empty, only comments or only empty tables
+    /// sets nothing).
+    pub config_has_settings: bool,
+    /// The version of the config file read, from the open file (`None`: there was none).
+    pub config_stamp: state_dir::Stamp,
     /// Tokens, audit log, spill files.
     pub state_dir: PathBuf,
     /// Approved roots as configured (absolute, not yet resolved).
@@ -173,6 +214,8 @@ pub struct Settings {
     pub session_idle: std::time::Duration,
     /// Whether audit lines keep command lines (off: the content-safe audit).
     pub audit_command_lines: bool,
+    /// Client launch files the config adds (the end of a path, `/`-separated).
+    pub client_launch_files: Vec<String>,
     /// Keep one shell started ahead of the next command (bash with a snapshot).
     pub warm_shell: bool,
     /// Each command session in a cgroup of its own where one can be created.
@@ -193,8 +236,12 @@ pub struct Settings {
     pub zodex_workdir_context: bool,
     /// The programs the Shell connector's `shell.exec` may run (`*`: any).
     pub shell_allowed_commands: Vec<String>,
+    /// The programs that run files of the working tree (`[shell] runs_files`).
+    pub shell_runs_files: Vec<String>,
     /// The Gateway connector's upstream servers, by name.
     pub gateway_servers: Vec<(String, crate::upstream::UpstreamConfig)>,
+    /// The Hosts connector's machines, by name.
+    pub machines: Vec<(String, crate::machines::MachineConfig)>,
     /// Worker agents: slots, ceiling, kinds.
     pub agents: crate::worker_kinds::AgentsConfig,
     /// Connectors whose stdio connections start with their first tools only.
@@ -237,6 +284,34 @@ fn too_wide_for_a_default_root(dir: &Path) -> Option<&'static str> {
     }
     let home = home().and_then(|h| std::fs::canonicalize(h).ok());
     (home.as_deref() == Some(canonical.as_path())).then_some("your home directory")
+}
+
+/// Whether the program named by `path` (its file name) is one of `list`'s programs that run
+/// files: the name itself (without a Windows extension, any case), or the name and a suffix
+/// that is not more of a word: a version (`python3.12`, `perl5.36-x86_64-linux-gnu`) or a
+/// variant (`make-first-existing-target`, `git-lfs`), never another word (`shellcheck` is not
+/// `sh`).
+pub fn runs_files(list: &[String], path: &Path) -> bool {
+    let Some(name) = path.file_name() else {
+        return false;
+    };
+    let name = name.to_string_lossy().to_lowercase();
+    let name = [".exe", ".cmd", ".bat", ".com"]
+        .iter()
+        .find_map(|x| name.strip_suffix(x))
+        .unwrap_or(&name);
+    list.iter().any(|entry| {
+        name.strip_prefix(&entry.to_lowercase())
+            .is_some_and(|rest| rest.chars().next().is_none_or(|c| !c.is_ascii_alphabetic()))
+    })
+}
+
+/// Whether a table holds a value anywhere (`[permissions]` alone holds none).
+fn sets_anything(table: &toml::Table) -> bool {
+    table.values().any(|v| match v {
+        toml::Value::Table(t) => sets_anything(t),
+        _ => true,
+    })
 }
 
 /// Where the config file lives when no flag or environment names one.
@@ -316,9 +391,13 @@ impl Settings {
         let shown = config_path.display().to_string();
         let mut errors = Vec::new();
 
-        let (file, text, exists) = match std::fs::read_to_string(&config_path) {
-            Ok(text) => match toml::from_str::<ConfigFile>(&text) {
-                Ok(file) => (file, text, true),
+        let mut config_stamp = None;
+        let (file, text, exists) = match state_dir::read_own_input(&config_path) {
+            Ok(state_dir::OwnInput { text, stamp }) => match toml::from_str::<ConfigFile>(&text) {
+                Ok(file) => {
+                    config_stamp = stamp;
+                    (file, text, true)
+                }
                 Err(e) => {
                     let (line, column) = line_column(&text, e.span().map_or(0, |s| s.start));
                     return Err(vec![ConfigError::At {
@@ -329,9 +408,7 @@ impl Settings {
                     }]);
                 }
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                (ConfigFile::default(), String::new(), false)
-            }
+            Err(state_dir::OwnInputError::Missing) => (ConfigFile::default(), String::new(), false),
             Err(e) => {
                 return Err(vec![ConfigError::Setting {
                     what: format!("config file {shown}"),
@@ -618,6 +695,29 @@ impl Settings {
                 None => gateway_servers.push((name, server)),
             }
         }
+        let mut machines = Vec::new();
+        if file.hosts.len() > generated::hosts::limits::list_hosts::MAX_HOSTS {
+            errors.push(ConfigError::Setting {
+                what: format!("{shown}: [hosts]"),
+                reason: format!(
+                    "{} machines, at most {}",
+                    file.hosts.len(),
+                    generated::hosts::limits::list_hosts::MAX_HOSTS
+                ),
+            });
+        }
+        for (name, machine) in file.hosts {
+            let what = format!("{shown}: [hosts.{name}]");
+            let problem = if crate::machines::name_ok(&name) {
+                machine.problem()
+            } else {
+                Some("a machine's name is 1 to 32 letters, digits, `-` or `_`, starting with a letter or digit".into())
+            };
+            match problem {
+                Some(reason) => errors.push(ConfigError::Setting { what, reason }),
+                None => machines.push((name, machine)),
+            }
+        }
         let agents = match crate::worker_kinds::resolve(file.agents, &config_dir) {
             Ok(a) => a,
             Err(problems) => {
@@ -634,6 +734,8 @@ impl Settings {
         Ok(Settings {
             config_path,
             config_exists: exists,
+            config_has_settings: text.parse::<toml::Table>().is_ok_and(|t| sets_anything(&t)),
+            config_stamp,
             state_dir,
             roots,
             policies_dir,
@@ -650,6 +752,7 @@ impl Settings {
             allowed_origins,
             session_idle,
             audit_command_lines: file.audit_command_lines.unwrap_or(true),
+            client_launch_files: file.client_launch_files,
             warm_shell: exec.warm_shell.unwrap_or(true),
             exec_cgroup: exec.cgroup.unwrap_or(true),
             session_redact: session.redact,
@@ -663,6 +766,17 @@ impl Settings {
                 .and_then(|d| d.yield_to_user)
                 .unwrap_or(true),
             gateway_servers,
+            machines,
+            shell_runs_files: file
+                .shell
+                .as_ref()
+                .and_then(|s| s.runs_files.clone())
+                .unwrap_or_else(|| {
+                    DEFAULT_RUNS_FILES
+                        .iter()
+                        .map(|p| (*p).to_string())
+                        .collect()
+                }),
             shell_allowed_commands: file.shell.map(|s| s.allowed_commands).unwrap_or_default(),
             zodex_workdir_context: file
                 .zodex
@@ -775,5 +889,37 @@ mod tests {
             "{}",
             errs[0]
         );
+    }
+}
+
+#[cfg(test)]
+mod runs_files_tests {
+    use super::*;
+
+    #[test]
+    fn programs_that_run_files_are_known_by_name_version_or_variant() {
+        let list: Vec<String> = ["make", "perl", "sh", "git"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let runs = |given: &str| runs_files(&list, Path::new(given));
+        for yes in [
+            "make",
+            "/usr/bin/make",
+            "make-first-existing-target",
+            "perl5.36-x86_64-linux-gnu",
+            "sh",
+            "git-lfs",
+            "MAKE.EXE",
+        ] {
+            assert!(runs(yes), "{yes}");
+        }
+        for no in ["shellcheck", "makeinfo", "echo", "gitk2"] {
+            assert!(!runs(no), "{no}");
+        }
+        // By the file a name resolves to, too (`shell.exec` asks about both).
+        assert!(runs(
+            std::path::Path::new("/usr/bin/make").to_str().unwrap()
+        ));
     }
 }

@@ -56,6 +56,14 @@ fn appeared() -> io::Error {
     )
 }
 
+/// The error for an open file that is one of gantry's own by another name.
+fn own_by_another_name() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        "it is one of gantry's own files by another name",
+    )
+}
+
 /// The error for a path that stopped being what was checked.
 fn moved_under_us() -> io::Error {
     io::Error::new(
@@ -86,9 +94,55 @@ mod imp {
         .union(OFlags::CLOEXEC)
         .union(OFlags::RDONLY);
 
+    /// Opens the canonical `root` from `/`, one component at a time, never through a link:
+    /// a root is canonical, so a link anywhere on its way (an ancestor swapped for a symbolic
+    /// link by another program) means the root would be somewhere else, and is refused
+    /// rather than followed. A component a call can use costs one `openat`.
+    pub(crate) fn open_root(root: &Path) -> io::Result<OwnedFd> {
+        // One call where the kernel has openat2 (Linux 5.6): it refuses a link anywhere on
+        // the way by itself. Elsewhere, or where it is filtered out, component by component.
+        #[cfg(target_os = "linux")]
+        if root.is_absolute() {
+            match rustix::fs::openat2(
+                rustix::fs::CWD,
+                root,
+                DIR_FLAGS,
+                Mode::empty(),
+                rustix::fs::ResolveFlags::NO_SYMLINKS,
+            ) {
+                Ok(fd) => return Ok(fd),
+                Err(Errno::NOSYS | Errno::PERM | Errno::INVAL) => {}
+                Err(e) => return Err(map(e)),
+            }
+        }
+        let mut fd = rustix::fs::open("/", DIR_FLAGS, Mode::empty()).map_err(map)?;
+        for c in root.components() {
+            match c {
+                std::path::Component::RootDir => {}
+                std::path::Component::Normal(name) => {
+                    fd = rustix::fs::openat(&fd, name, DIR_FLAGS, Mode::empty()).map_err(map)?;
+                }
+                // A canonical root has no `.`, `..` or prefix.
+                _ => return Err(moved_under_us()),
+            }
+        }
+        Ok(fd)
+    }
+
+    /// Refuses an open file that is one of gantry's own by another name (a hard link made or
+    /// swapped in after its path was checked).
+    pub(crate) fn refuse_own(stat: &rustix::fs::Stat) -> io::Result<()> {
+        #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+        let (dev, ino, links) = (stat.st_dev as u64, stat.st_ino as u64, stat.st_nlink as u64);
+        if crate::own_identity::is_own_open((dev, ino), false, links) {
+            return Err(own_by_another_name());
+        }
+        Ok(())
+    }
+
     /// Opens the file's parent directory, creating missing directories when `create`.
     fn parent(a: &Anchored, create: bool) -> io::Result<OwnedFd> {
-        let mut fd = rustix::fs::open(&a.root, DIR_FLAGS, Mode::empty()).map_err(map)?;
+        let mut fd = open_root(&a.root)?;
         for d in &a.dirs {
             fd = match rustix::fs::openat(&fd, d.as_os_str(), DIR_FLAGS, Mode::empty()) {
                 Ok(next) => next,
@@ -115,8 +169,12 @@ mod imp {
         if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
             return Err(io::Error::other("not a regular file"));
         }
+        refuse_own(&stat)?;
         let size = u64::try_from(stat.st_size).unwrap_or(0);
-        Ok((std::fs::File::from(fd), stat.st_mode & 0o7777, size))
+        // `mode_t` is u32 on Linux and u16 on macOS: the same conversion is a no-op here.
+        #[allow(clippy::useless_conversion)]
+        let mode = u32::from(stat.st_mode & 0o7777);
+        Ok((std::fs::File::from(fd), mode, size))
     }
 
     /// Writes `contents` to the file atomically: a temp file beside it, then a rename.
@@ -188,7 +246,11 @@ mod imp {
         .map_err(map)?;
         let result = (|| {
             if let Some(m) = mode {
-                rustix::fs::fchmod(&fd, Mode::from_bits_truncate(m)).map_err(map)?;
+                // A file's permission bits (0o7777) fit the raw mode of every platform
+                // (u16 on macOS).
+                #[allow(clippy::cast_possible_truncation, clippy::unnecessary_cast)]
+                let raw = (m & 0o7777) as rustix::fs::RawMode;
+                rustix::fs::fchmod(&fd, Mode::from_bits_truncate(raw)).map_err(map)?;
             }
             let mut file = std::fs::File::from(fd);
             file.write_all(contents)?;
@@ -299,11 +361,87 @@ mod imp {
         p
     }
 
-    /// Re-resolves the parent and checks it is still where it was.
+    /// Refuses an open file that is not the one at `path`: its final path, read from the
+    /// handle, must be `path` itself. Something may have been swapped in between the look and
+    /// the open, and Wine shows a link made on the host as a plain file that leads elsewhere.
+    pub(crate) fn refuse_elsewhere(file: &std::fs::File, path: &Path) -> io::Result<()> {
+        #[cfg(windows)]
+        {
+            let opened = final_path(file)?;
+            let (opened, path) = (opened.to_string_lossy(), path.to_string_lossy());
+            if !(crate::winpath::contains(&path, &opened)
+                && crate::winpath::contains(&opened, &path))
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "what opened is not the file that was checked (a link, or replaced meanwhile)",
+                ));
+            }
+        }
+        #[cfg(not(windows))]
+        let _ = (file, path);
+        Ok(())
+    }
+
+    /// The path an open file is at, as Windows resolves it (`\\?\` form, links followed).
+    #[cfg(windows)]
+    #[allow(unsafe_code)]
+    fn final_path(file: &std::fs::File) -> io::Result<PathBuf> {
+        use std::os::windows::ffi::OsStringExt as _;
+        use std::os::windows::io::AsRawHandle as _;
+        use windows_sys::Win32::Storage::FileSystem::GetFinalPathNameByHandleW;
+        let mut buf = vec![0u16; 1024];
+        loop {
+            let capacity = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+            // SAFETY: the handle is the open file's own and outlives the call, which writes at
+            // most `capacity` units into `buf`.
+            let n = unsafe {
+                GetFinalPathNameByHandleW(
+                    file.as_raw_handle().cast(),
+                    buf.as_mut_ptr(),
+                    capacity,
+                    0,
+                )
+            };
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            if n == 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if n < buf.len() {
+                buf.truncate(n);
+                return Ok(PathBuf::from(std::ffi::OsString::from_wide(&buf)));
+            }
+            if buf.len() >= 1 << 16 {
+                return Err(io::Error::other("the file's final path is too long"));
+            }
+            // Too small: `n` is the size needed, the terminating NUL included.
+            buf.resize(n + 1, 0);
+        }
+    }
+
+    /// Refuses an open file that is one of gantry's own by another name (a hard link made or
+    /// swapped in after its path was checked).
+    pub(crate) fn refuse_own(file: &std::fs::File) -> io::Result<()> {
+        #[cfg(windows)]
+        if let Some((id, is_dir, links)) = crate::own_identity::seen_open(file)
+            && crate::own_identity::is_own_open(id, is_dir, links)
+        {
+            return Err(own_by_another_name());
+        }
+        #[cfg(not(windows))]
+        let _ = file;
+        Ok(())
+    }
+
+    /// Re-resolves the parent and checks it is still where it was: below the root, by the
+    /// same directories. Compared in canonical form (`\\?\` and the names' case on disk),
+    /// whichever form the root was given in.
     fn recheck(a: &Anchored) -> io::Result<()> {
-        let mut expected = a.root.clone();
+        let mut expected = std::fs::canonicalize(&a.root)?;
         expected.extend(&a.dirs);
-        match std::fs::canonicalize(&expected) {
+        let mut parent = a.root.clone();
+        parent.extend(&a.dirs);
+        match std::fs::canonicalize(&parent) {
             Ok(c) if c == expected => Ok(()),
             Ok(_) => Err(moved_under_us()),
             Err(e) => Err(e),
@@ -317,6 +455,8 @@ mod imp {
             return Err(io::Error::other("not a regular file"));
         }
         let file = std::fs::File::open(full(a))?;
+        refuse_elsewhere(&file, &full(a))?;
+        refuse_own(&file)?;
         let size = file.metadata()?.len();
         Ok((file, 0, size))
     }
@@ -437,6 +577,11 @@ fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
     tmp
 }
 
+#[cfg(unix)]
+pub(crate) use imp::open_root;
+#[cfg(not(unix))]
+pub(crate) use imp::refuse_elsewhere;
+pub(crate) use imp::refuse_own;
 pub use imp::{make_dir, move_entry, open_read, remove, remove_link, write, write_new};
 
 #[cfg(test)]

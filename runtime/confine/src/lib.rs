@@ -8,6 +8,15 @@
 
 mod beneath;
 pub mod fs;
+mod own_identity;
 pub mod path_policy;
 pub mod walk;
 pub mod winpath;
+
+/// Opens the directory `dir` (canonical, absolute) from `/` one component at a time without
+/// following a link: what a confinement ruleset is built on, so a root swapped for a link
+/// after the roots were read is refused, never granted.
+#[cfg(unix)]
+pub fn open_dir_nofollow(dir: &std::path::Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    beneath::open_root(dir)
+}

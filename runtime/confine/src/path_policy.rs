@@ -53,6 +53,12 @@ pub struct Resolved {
     pub root: Option<PathBuf>,
     /// Whether it is, or lies below, one of gantry's own files (config, state, policies).
     pub gantry_owned: bool,
+    /// Whether it is a file MCP clients read to decide which servers to start (as resolved
+    /// or as written).
+    pub client_launch: bool,
+    /// Whether it names a directory such a file lives in (`.cursor`, `.vscode`): a link moved
+    /// there would make one.
+    pub client_launch_dir: bool,
     /// What is there.
     pub kind: Kind,
 }
@@ -65,6 +71,8 @@ impl Resolved {
             inside_root: self.inside_root,
             kind: self.kind.as_str().to_string(),
             gantry_owned: self.gantry_owned,
+            client_launch: self.client_launch,
+            client_launch_dir: self.client_launch_dir,
         }
     }
 }
@@ -147,6 +155,10 @@ pub struct Roots {
     /// places a link (its parent canonical, its own name kept): a link there is never
     /// removed, since its removal would change where gantry's files are.
     owned_entries: Vec<PathBuf>,
+    /// gantry's own files by device and inode, whatever name reaches them.
+    identities: std::sync::Arc<crate::own_identity::OwnIdentities>,
+    /// Client launch files the config adds to surface.toml's `client_launch_files`.
+    client_launch_extra: Vec<String>,
 }
 
 impl Roots {
@@ -171,6 +183,8 @@ impl Roots {
             owned: Vec::new(),
             owned_except: Vec::new(),
             owned_entries: Vec::new(),
+            identities: std::sync::Arc::default(),
+            client_launch_extra: Vec::new(),
         })
     }
 
@@ -185,6 +199,11 @@ impl Roots {
             |p: &PathBuf| resolve_os(p).map_or_else(|_| p.clone(), |(canonical, _)| canonical);
         self.owned.extend(paths.iter().map(place));
         self.owned_except.extend(except.iter().map(place));
+        self.identities = std::sync::Arc::new(crate::own_identity::OwnIdentities::new(
+            self.owned.clone(),
+            self.owned_except.clone(),
+        ));
+        crate::own_identity::put_in_effect(self.identities.clone());
         for p in paths {
             for a in p.ancestors() {
                 if let (Some(parent), Some(name)) = (a.parent(), a.file_name()) {
@@ -194,6 +213,53 @@ impl Roots {
             }
         }
         self
+    }
+
+    /// Adds client launch files (the end of a path, `/`-separated) to surface.toml's.
+    pub fn with_client_launch_files(mut self, extra: &[String]) -> Roots {
+        self.client_launch_extra.extend(extra.iter().cloned());
+        self
+    }
+
+    /// Whether `path` ends with one of the client launch files (case-insensitively where
+    /// the file system usually is: Windows, macOS).
+    pub fn is_client_launch(&self, path: &Path) -> bool {
+        self.ends_with_launch(path, false)
+    }
+
+    /// Whether `path` ends with a directory a client launch file lives in (`.cursor` of
+    /// `.cursor/mcp.json`).
+    pub fn is_client_launch_dir(&self, path: &Path) -> bool {
+        self.ends_with_launch(path, true)
+    }
+
+    fn ends_with_launch(&self, path: &Path, its_directory: bool) -> bool {
+        let same = |a: &str, b: &str| {
+            if cfg!(target_os = "linux") {
+                a == b
+            } else {
+                a.eq_ignore_ascii_case(b)
+            }
+        };
+        let names: Vec<String> = path
+            .components()
+            .rev()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        generated::CLIENT_LAUNCH_FILES
+            .iter()
+            .copied()
+            .chain(self.client_launch_extra.iter().map(String::as_str))
+            .any(|file| {
+                let mut wanted: Vec<&str> = file.split('/').rev().collect();
+                if its_directory {
+                    if wanted.len() < 2 {
+                        return false;
+                    }
+                    wanted.remove(0);
+                }
+                wanted.len() <= names.len() && wanted.iter().zip(&names).all(|(w, n)| same(w, n))
+            })
     }
 
     /// Whether something made at `missing` (a path that does not exist) would decide where
@@ -210,10 +276,12 @@ impl Roots {
         &self.owned
     }
 
-    /// Whether a canonical path is, or lies below, one of gantry's own files.
+    /// Whether a canonical path is, or lies below, one of gantry's own files; or is one of
+    /// them by another name (a hard link, a bind mount: the same device and inode).
     pub fn is_gantry_owned(&self, canonical: &Path) -> bool {
-        self.owned.iter().any(|o| within(o, canonical))
-            && !self.owned_except.iter().any(|e| within(e, canonical))
+        let by_name = self.owned.iter().any(|o| within(o, canonical))
+            && !self.owned_except.iter().any(|e| within(e, canonical));
+        by_name || self.identities.holds(canonical)
     }
 
     /// The first root: where relative paths resolve by default.
@@ -321,6 +389,10 @@ impl Roots {
             gantry_owned: self.is_gantry_owned(&path)
                 || guards_owned
                 || self.owned_entries.contains(&path),
+            client_launch: dir.inside_root
+                && (self.is_client_launch(&path) || self.is_client_launch(&absolute)),
+            client_launch_dir: dir.inside_root
+                && (self.is_client_launch_dir(&path) || self.is_client_launch_dir(&absolute)),
             path,
             inside_root: dir.inside_root,
             root: dir.root,
@@ -356,6 +428,8 @@ impl Roots {
             inside_root: false,
             root: None,
             gantry_owned: false,
+            client_launch: false,
+            client_launch_dir: false,
             kind: Kind::Missing,
         };
         let resolved = if cfg!(unix) {
@@ -380,6 +454,8 @@ impl Roots {
                         inside_root: false,
                         root: None,
                         gantry_owned: false,
+                        client_launch: false,
+                        client_launch_dir: false,
                         kind: Kind::Missing,
                     });
                 }
@@ -397,6 +473,12 @@ impl Roots {
             gantry_owned: root.is_some()
                 && (self.is_gantry_owned(&path)
                     || (kind == Kind::Missing && self.would_place_owned(&path))),
+            // As resolved, and as written: a link on the way (`.vscode` pointing elsewhere)
+            // still makes the file the client reads.
+            client_launch: root.is_some()
+                && (self.is_client_launch(&path) || self.is_client_launch(&absolute)),
+            client_launch_dir: root.is_some()
+                && (self.is_client_launch_dir(&path) || self.is_client_launch_dir(&absolute)),
             inside_root: root.is_some(),
             // Outside the roots nothing is described: a file, a directory, a device and
             // nothing at all are denied alike.
@@ -464,8 +546,9 @@ impl Roots {
                     // A root, or an ancestor of one, that lies in no other root was a
                     // directory when the roots were canonicalized and is where no tool
                     // writes; looking again per call would cost a syscall a component and
-                    // prove nothing an open could rely on: every open starts at the root
-                    // with O_NOFOLLOW, so a root swapped for a link fails there.
+                    // prove nothing an open could rely on: every open walks from `/` to the
+                    // root with O_NOFOLLOW (`beneath::open_root`), so a root, or an ancestor
+                    // of one, swapped for a link fails there.
                     if self.at_or_above_the_roots(&next) {
                         at = next;
                         last = None;
@@ -524,13 +607,20 @@ impl Roots {
             && !self.roots.iter().any(|r| r != path && within(r, path))
     }
 
-    /// The deepest ancestor of `absolute` that resolves, when it lies outside every root.
+    /// The deepest ancestor of `absolute` that resolves, when it lies outside every root; or
+    /// `absolute` itself, when nothing on its way resolves and it names no root.
     fn outside_ancestor(&self, absolute: &Path) -> Option<PathBuf> {
-        let found = absolute
+        match absolute
             .ancestors()
             .skip(1)
-            .find_map(|a| std::fs::canonicalize(a).ok())?;
-        (!self.contains(&found)).then_some(found)
+            .find_map(|a| std::fs::canonicalize(a).ok())
+        {
+            Some(found) => (!self.contains(&found)).then_some(found),
+            // Nothing on the way resolves (a share that cannot be reached, a drive that is
+            // not there): outside every root unless it names one, and refused as any other
+            // outside path, or the error would tell which of them exist.
+            None => (!self.contains(absolute)).then(|| absolute.to_path_buf()),
+        }
     }
 }
 

@@ -532,7 +532,7 @@ mod imp {
         .union(OFlags::RDONLY);
 
     pub fn open_root(root: &Path) -> io::Result<Handle> {
-        Ok(rustix::fs::open(root, DIR_FLAGS, Mode::empty())?)
+        crate::beneath::open_root(root)
     }
 
     pub fn open_dir(parent: &Handle, name: &OsStr, _path: &Path) -> io::Result<Handle> {
@@ -546,6 +546,7 @@ mod imp {
         if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
             return Err(io::Error::other("not a regular file"));
         }
+        crate::beneath::refuse_own(&stat)?;
         Ok(std::fs::File::from(fd))
     }
 
@@ -657,6 +658,8 @@ mod imp {
         if !file.metadata()?.is_file() {
             return Err(io::Error::other("not a regular file"));
         }
+        crate::beneath::refuse_elsewhere(&file, path)?;
+        crate::beneath::refuse_own(&file)?;
         Ok(file)
     }
 
@@ -703,7 +706,7 @@ mod imp {
         let kind = kind_of(meta.file_type());
         Ok((
             kind,
-            (kind == Kind::File).then(|| meta.len()),
+            (kind == Kind::File).then_some(meta.len()),
             meta.modified().ok(),
         ))
     }

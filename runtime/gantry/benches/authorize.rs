@@ -117,6 +117,8 @@ fn benches(c: &mut Criterion) {
         id: "/home/u/project/src/main.rs".into(),
         inside_root: true,
         gantry_owned: false,
+        client_launch: false,
+        client_launch_dir: false,
         kind: "file".into(),
     };
 
@@ -140,6 +142,8 @@ fn benches(c: &mut Criterion) {
         let outside = generated::resources::Path {
             inside_root: false,
             gantry_owned: false,
+            client_launch: false,
+            client_launch_dir: false,
             ..path.clone()
         };
         b.iter(|| {

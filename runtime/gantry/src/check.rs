@@ -98,6 +98,18 @@ pub fn run(
                     ));
                 }
                 warnings.extend(config::worker_kinds::kind_problems(&s.agents, &r));
+                for (name, config) in &s.machines {
+                    let machine = remote::Machine {
+                        name,
+                        config,
+                        state_dir: &s.state_dir,
+                    };
+                    if remote::pinned(&machine).map_or(true, |p| p.is_empty()) {
+                        warnings.push(format!(
+                            "[hosts.{name}]: no SSH host key is pinned for it, so every call to it is refused; run `gantry hosts add {name}` and confirm its key"
+                        ));
+                    }
+                }
             }
             Err(e) => problems.push(e),
         }
@@ -161,6 +173,22 @@ fn warnings_about(s: &Settings) -> Vec<String> {
             "`control` is on and `exec` off: a model that can type can still run commands in a terminal window and edit any file you can (gantry's config included); turn `control` off too if that matters"
                 .to_string(),
         );
+    }
+    // A program that runs what the working tree says is as strong as any program: on an
+    // allow-list without "*" the base rule refuses it, and the user should know why before a
+    // call does.
+    if !s.shell_allowed_commands.iter().any(|c| c == "*") {
+        let runs: Vec<&String> = s
+            .shell_allowed_commands
+            .iter()
+            .filter(|c| config::runs_files(&s.shell_runs_files, std::path::Path::new(c.as_str())))
+            .collect();
+        if !runs.is_empty() {
+            out.push(format!(
+                "[shell] allowed_commands names {}, which run what the working tree or its config says (a Makefile, .git/config, package.json scripts): the model can write those files, so allowing one is allowing any program, and shell.exec refuses them unless allowed_commands is [\"*\"] (or you take them off [shell] runs_files)",
+                runs.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+            ));
+        }
     }
     if let Err(why) = desktop {
         out.push(format!(

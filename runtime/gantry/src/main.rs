@@ -129,6 +129,7 @@ fn main() -> ExitCode {
                 )]),
             }
         }
+        Command::Hosts(command) => gantry::hosts_cli::run(command),
         Command::Admin(args) => {
             let settings = match Settings::resolve(&args.common) {
                 Ok(s) => s,
@@ -192,6 +193,12 @@ fn main() -> ExitCode {
                     "unknown connector `{}` (connectors: {})",
                     args.connector,
                     names.join(", ")
+                )]);
+            }
+            if args.connector == generated::hosts::NAME && settings.machines.is_empty() {
+                return fail(&[format!(
+                    "the hosts connector is served only when the config names a machine: add one with `gantry hosts add NAME user@host` ({} has no [hosts])",
+                    settings.config_path.display()
                 )]);
             }
             let tokens = match state_dir::ensure(&settings.state_dir)

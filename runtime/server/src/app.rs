@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use authz::Engine;
 use generated::Handlers;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use tool_api::{Platform, ToolSpec};
@@ -13,7 +12,9 @@ use config::Settings;
 use config::cli::CommonArgs;
 use confine::path_policy::LiveRoots;
 
-use crate::handlers::{CoreTools, DesktopTools, FilesTools, GatewayTools, ShellTools, ZodexTools};
+use crate::handlers::{
+    CoreTools, DesktopTools, FilesTools, GatewayTools, HostsTools, ShellTools, ZodexTools,
+};
 use crate::ops::path_policy::Roots;
 use crate::permissions::PermissionState;
 use crate::policy_set;
@@ -27,46 +28,27 @@ pub struct ServedTool {
     pub tool: Tool,
 }
 
-/// The permissions in effect, and the Cedar context built from them.
-#[derive(Debug)]
-pub struct Live {
-    /// Stored permissions and the facts that mask them.
-    pub permissions: PermissionState,
-    /// `permissions` as a validated Cedar context, shared by every call.
-    pub facts: Option<authz::Facts>,
-    /// Why the config file or a policy file cannot be used right now: every call is refused
-    /// until it is fixed.
-    pub broken: Option<String>,
-    /// The policy set calls are decided by (the last valid one while `broken`).
-    pub engine: Arc<Engine>,
-    /// The roots as configured when this was built (a change rebuilds [`App::roots`]).
-    roots: Vec<std::path::PathBuf>,
-    /// Why the user policy files as stamped do not load (kept until one of them changes, so
-    /// a broken file is never silently dropped by an unrelated reload).
-    policy_problems: Vec<String>,
-    /// The versions of the config file and the user policy files this was built from.
-    stamp: Stamps,
-}
+pub use crate::reload::{Live, SETTLE};
 
-/// What [`App::live`] watches: the config file and every user policy file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamps {
-    config: state_dir::Stamp,
-    policies: Vec<(std::path::PathBuf, state_dir::Stamp)>,
-}
+/// How often the config and policy files are looked at between calls.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The shared state of a running server.
 pub struct App {
     /// Effective settings.
     pub settings: Settings,
-    /// The permissions in effect, reloaded when the config file changes.
-    live: std::sync::RwLock<Arc<Live>>,
-    /// The flags and environment of this run (to re-resolve the config with the same
-    /// precedence when it changes).
-    args: CommonArgs,
+    /// The permissions in effect, reloaded when the config or a policy file changes.
+    reload: crate::reload::Reloader,
     /// Tool handlers, one set per connector.
-    pub handlers:
-        Handlers<CoreTools, DesktopTools, ZodexTools, FilesTools, ShellTools, GatewayTools>,
+    pub handlers: Handlers<
+        CoreTools,
+        DesktopTools,
+        ZodexTools,
+        FilesTools,
+        ShellTools,
+        GatewayTools,
+        HostsTools,
+    >,
     /// The audit log.
     pub audit: Audit,
     /// Every tool's MCP definition, in declaration order.
@@ -87,10 +69,6 @@ impl std::fmt::Debug for App {
             .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
-}
-
-fn permissions_on(live: &Live, permission: generated::Permission) -> bool {
-    live.facts.is_some() && live.permissions.effective(permission.name())
 }
 
 fn schema(name: &str, text: &str) -> Result<JsonObject, String> {
@@ -129,21 +107,6 @@ pub fn served_tools_of(specs: &'static [ToolSpec]) -> Result<Vec<ServedTool>, St
         .collect()
 }
 
-/// gantry's own files, kept out of reach of its tools wherever the roots are.
-fn owned_files(settings: &Settings) -> Vec<std::path::PathBuf> {
-    [Some(&settings.config_path), Some(&settings.state_dir)]
-        .into_iter()
-        .chain([settings.policies_dir.as_ref()])
-        .flatten()
-        .cloned()
-        .collect()
-}
-
-/// Below gantry's own files, what the tools may use: the spill files of command output.
-fn usable_files(settings: &Settings) -> Vec<std::path::PathBuf> {
-    vec![settings.state_dir.join("spill")]
-}
-
 /// What a confined `exec_command` adds to its description, so the model knows before it
 /// tries: the one sentence that changes what the tool does.
 const CONFINED_NOTE: &str =
@@ -161,43 +124,19 @@ fn say_commands_are_confined(tools: &mut [ServedTool]) {
     }
 }
 
-/// What confinement must keep out of the roots: what gantry runs or trusts unconfined.
-fn confinement_layout(
-    settings: &Settings,
-    exe: &std::path::Path,
-) -> Vec<(&'static str, Option<std::path::PathBuf>)> {
-    vec![
-        ("gantry's binary", Some(exe.to_path_buf())),
-        ("the config file", Some(settings.config_path.clone())),
-        ("the policy directory", settings.policies_dir.clone()),
-        ("the state directory", Some(settings.state_dir.clone())),
-        (
-            "HOME, whose login profile gantry runs to take the snapshot",
-            std::env::var_os("HOME").map(std::path::PathBuf::from),
-        ),
-    ]
-}
-
-/// The private temp directory confined commands write to (created 0700).
-fn confined_tmp(settings: &Settings) -> std::io::Result<std::path::PathBuf> {
-    let tmp = settings.state_dir.join("tmp");
-    std::fs::create_dir_all(&tmp)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(tmp)
-}
-
 impl App {
     /// Loads policies, resolves roots, opens the state directory: everything that can fail
     /// before serving, with every problem reported.
     pub fn start(settings: Settings, args: CommonArgs) -> Result<App, Vec<String>> {
         let mut problems: Vec<String> = settings.default_root_problem().into_iter().collect();
-        let engine = policy_set::load(settings.policies_dir.as_deref())
-            .map_err(|e| problems.extend(e))
-            .ok();
+        let (engine, policy_stamps) = match policy_set::load_read(settings.policies_dir.as_deref())
+        {
+            Ok((engine, stamps)) => (Some(engine), stamps),
+            Err(e) => {
+                problems.extend(e);
+                (None, Vec::new())
+            }
+        };
         let tools = served_tools()
             .map(|mut tools| {
                 if settings.exec_confine {
@@ -219,10 +158,19 @@ impl App {
             .ok();
         // gantry's own files stay out of reach of its tools, wherever the roots are.
         let roots = Roots::new(&settings.roots)
-            .map(|r| r.with_gantry_files(&owned_files(&settings), &usable_files(&settings)))
+            .map(|r| {
+                r.with_gantry_files(
+                    &crate::layout::owned_files(&settings),
+                    &crate::layout::usable_files(&settings),
+                )
+                .with_client_launch_files(&settings.client_launch_files)
+            })
             .map_err(|e| problems.push(e))
             .ok();
-        let (Some(engine), Some(roots), Some(tools), Some(audit)) = (engine, roots, tools, audit)
+        // Every problem stops the start, not only the ones that left a part missing: a root
+        // too wide to default to (`/`, the home directory) loads fine and must still refuse.
+        let (Some(engine), Some(roots), Some(tools), Some(audit), true) =
+            (engine, roots, tools, audit, problems.is_empty())
         else {
             return Err(problems);
         };
@@ -244,10 +192,10 @@ impl App {
             })?;
             crate::ops::confinement::check_layout(
                 roots.all(),
-                &confinement_layout(&settings, &exe),
+                &crate::layout::confinement_layout(&settings, &exe),
             )
             .map_err(|e| vec![e])?;
-            let tmp = confined_tmp(&settings)
+            let tmp = crate::layout::confined_tmp(&settings)
                 .map_err(|e| vec![format!("private temp directory for commands: {e}")])?;
             tracing::info!(tmp = %tmp.display(), "commands may write only below the approved roots and a private temp directory");
             crate::ops::confinement::launcher(&exe, roots.all(), &tmp)
@@ -283,25 +231,35 @@ impl App {
             tracing::info!("read-only mode is on: every tool that changes state is refused");
         }
         tracing::info!("{}", terminal.process_tree_method());
-        let live = Live {
-            permissions,
-            facts: Some(facts),
-            broken: None,
-            engine: Arc::new(engine),
-            roots: configured_roots,
-            policy_problems: Vec::new(),
-            stamp: Stamps {
-                config: state_dir::file_stamp(&settings.config_path),
-                policies: policy_set::dir_stamp(settings.policies_dir.as_deref()),
+        let live = Live::first(
+            crate::reload::Reading {
+                permissions,
+                engine: Arc::new(engine),
+                roots: configured_roots,
+                problems: Vec::new(),
+                unsettled: Vec::new(),
+                policy_problems: Vec::new(),
+                has_settings: settings.config_has_settings,
+                // The versions read, so a change during the start is seen at the first call.
+                stamp: crate::reload::Stamps::read(
+                    settings.config_stamp,
+                    settings
+                        .policies_dir
+                        .as_ref()
+                        .map_or_else(Vec::new, |_| policy_stamps),
+                ),
             },
-        };
+            facts,
+        );
         let recorder = Arc::new(crate::recorder::Recorder::open(&settings));
         let seen = Arc::new(crate::read_state::ReadState::default());
-        let gateway = GatewayTools::new(settings.gateway_servers.clone());
+        let gateway = GatewayTools::new(settings.gateway_servers.clone(), &terminal);
+        let hosts = HostsTools::new(settings.machines.clone(), &settings.state_dir, &terminal);
         let shell = ShellTools::new(
             roots.clone(),
             terminal.clone(),
             settings.shell_allowed_commands.clone(),
+            settings.shell_runs_files.clone(),
         );
         let zodex = ZodexTools::new(
             roots.clone(),
@@ -314,13 +272,20 @@ impl App {
             roots.clone(),
             &settings,
         ));
-        if permissions_on(&live, generated::Permission::SessionRecording) {
+        if live.on(generated::Permission::SessionRecording) {
             recorder.import_in_background();
         }
+        let reload = crate::reload::Reloader::new(
+            live,
+            settings.clone(),
+            args,
+            desktop.available(),
+            terminal.clone(),
+            roots.clone(),
+        );
         Ok(App {
             settings,
-            live: std::sync::RwLock::new(Arc::new(live)),
-            args,
+            reload,
             handlers: Handlers {
                 core: CoreTools::new(
                     roots.clone(),
@@ -334,6 +299,7 @@ impl App {
                 files: FilesTools::new(roots.clone(), seen),
                 shell,
                 gateway,
+                hosts,
             },
             audit,
             tools,
@@ -347,23 +313,32 @@ impl App {
     /// The flags and environment of this run (which settings the config file cannot change
     /// while it runs).
     pub fn run_args(&self) -> &CommonArgs {
-        &self.args
+        self.reload.args()
+    }
+
+    /// The permissions and policies calls are decided in now (see [`crate::reload`]).
+    pub fn live(&self) -> Arc<Live> {
+        self.reload.live()
+    }
+
+    /// The same, right after the control page rewrote the config file, which then applies
+    /// at once (see [`crate::reload::Reloader::adopt_config`]).
+    pub fn adopt_config(&self) -> Arc<Live> {
+        self.reload.adopt_config()
     }
 
     /// The roots as the config in effect names them (what an edit of `roots` starts from).
     pub fn live_config_roots(&self) -> Vec<std::path::PathBuf> {
-        self.live().roots.clone()
+        self.live().written_roots().to_vec()
     }
 
     /// Whether calls are recorded now (`session_recording` on), from the permissions the
     /// call was just decided with: its `call_context` refreshed them, so no second look at
     /// the config file on the call's path.
     pub fn recording(&self) -> bool {
-        let current = match self.live.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        permissions_on(&current, generated::Permission::SessionRecording)
+        self.reload
+            .current()
+            .on(generated::Permission::SessionRecording)
     }
 
     /// Ends idle command sessions every few seconds, for as long as the server runs.
@@ -381,6 +356,21 @@ impl App {
                 }
             }
         });
+        // The files are looked at between calls too, so a change applies (a settled widening,
+        // the warm shell ended when `exec` is switched off) without waiting for a call.
+        let app = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(WATCH_EVERY);
+            loop {
+                tick.tick().await;
+                let Some(app) = app.upgrade() else { return };
+                // Checked on every tick, not only when a file changed: a command allowed
+                // before the change may finish after it and start a warm shell again.
+                if !app.live().on(generated::Permission::Exec) {
+                    app.terminal.end_warm();
+                }
+            }
+        });
     }
 
     /// Ends every command session and its process tree (server shutdown).
@@ -390,184 +380,19 @@ impl App {
         self.agents.shutdown();
         self.terminal.shutdown();
         self.handlers.gateway.stop();
+        self.handlers.hosts.stop();
     }
 
     /// The connectors this platform serves, in declaration order.
     pub fn connectors(&self) -> impl Iterator<Item = &'static tool_api::ConnectorSpec> + '_ {
         let platform = Platform::current();
         let desktop = self.handlers.desktop.available();
+        // Hosts only when the config names a machine: no endpoint for nothing.
+        let hosts = self.handlers.hosts.any();
         generated::CONNECTORS.iter().filter(move |c| {
-            c.platforms.contains(&platform) && (desktop || c.name != generated::desktop::NAME)
+            c.platforms.contains(&platform)
+                && (desktop || c.name != generated::desktop::NAME)
+                && (hosts || c.name != generated::hosts::NAME)
         })
-    }
-
-    /// The permissions and policies in effect now. Editing the config file's permissions or
-    /// read-only mode, or a file of the `--policies` directory, takes effect on the next call;
-    /// a config file that stops parsing (or vanishes) and a policy file that stops validating
-    /// refuse every call (fail closed) until fixed. Roots from the config file are live the
-    /// same way; the address needs a restart.
-    pub fn live(&self) -> Arc<Live> {
-        let now = Stamps {
-            config: state_dir::file_stamp(&self.settings.config_path),
-            policies: policy_set::dir_stamp(self.settings.policies_dir.as_deref()),
-        };
-        {
-            let current = match self.live.read() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            if current.stamp == now {
-                return current.clone();
-            }
-        }
-        let mut current = match self.live.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        let (engine, policy_problems) = if now.policies == current.stamp.policies {
-            (current.engine.clone(), current.policy_problems.clone())
-        } else {
-            match policy_set::load(self.settings.policies_dir.as_deref()) {
-                Ok(e) => {
-                    tracing::info!("policies reloaded");
-                    (Arc::new(e), Vec::new())
-                }
-                Err(errors) => (current.engine.clone(), errors),
-            }
-        };
-        let mut problems: Vec<String> = policy_problems.clone();
-        // A config file that was there and is gone is broken, never fresh defaults: deleting
-        // it (or an editor's unlink-then-rename) must not turn every permission back on.
-        // (Resolving reads the file itself, so a file gone between the stamp and the read is
-        // caught here too.)
-        let had_config = self.settings.config_exists || current.stamp.config.is_some();
-        let settings = match Settings::resolve(&self.args) {
-            Ok(s) if !s.config_exists && had_config => Err(vec![format!(
-                "{} is gone; every call is refused until it is back",
-                self.settings.config_path.display()
-            )]),
-            resolved => resolved.map_err(|e| e.iter().map(ToString::to_string).collect()),
-        };
-        let mut roots = current.roots.clone();
-        let (permissions, facts) = match settings {
-            Ok(s) => {
-                // Roots are live too: a change to `roots` in the config applies from the
-                // next call; roots that cannot be served refuse every call until fixed.
-                problems.extend(s.default_root_problem());
-                if s.roots != current.roots {
-                    match Roots::new(&s.roots) {
-                        Ok(r) => {
-                            let r = r.with_gantry_files(
-                                &owned_files(&self.settings),
-                                &usable_files(&self.settings),
-                            );
-                            let shown: Vec<String> =
-                                r.all().iter().map(|p| p.display().to_string()).collect();
-                            tracing::info!(roots = %shown.join(", "), "approved roots changed");
-                            if self.settings.exec_confine {
-                                // New roots must keep what confinement relies on out of
-                                // reach; if not, every call is refused until fixed.
-                                let exe = std::env::current_exe().unwrap_or_default();
-                                match crate::ops::confinement::check_layout(
-                                    r.all(),
-                                    &confinement_layout(&self.settings, &exe),
-                                )
-                                .and_then(|()| {
-                                    confined_tmp(&self.settings).map_err(|e| e.to_string())
-                                }) {
-                                    Ok(tmp) => self.terminal.set_launcher(
-                                        crate::ops::confinement::launcher(&exe, r.all(), &tmp),
-                                    ),
-                                    Err(e) => problems.push(e),
-                                }
-                            }
-                            self.roots.set(r);
-                            roots.clone_from(&s.roots);
-                        }
-                        Err(e) => problems.push(e),
-                    }
-                }
-                if s.exec_confine != self.settings.exec_confine
-                    || s.warm_shell != self.settings.warm_shell
-                    || s.exec_cgroup != self.settings.exec_cgroup
-                {
-                    problems.push(
-                        "[exec] changed in the config file: restart gantry for it to apply".into(),
-                    );
-                }
-                if s.desktop_yield_to_user != self.settings.desktop_yield_to_user {
-                    tracing::warn!(
-                        "[desktop] changed in the config file: restart gantry for it to apply"
-                    );
-                }
-                // What may run or be reached changed: refused until it applies (a narrowed
-                // allow-list or a removed server must not keep working meanwhile).
-                if s.shell_allowed_commands != self.settings.shell_allowed_commands {
-                    problems.push(
-                        "[shell] changed in the config file: restart gantry for it to apply".into(),
-                    );
-                }
-                if s.gateway_servers != self.settings.gateway_servers {
-                    problems.push(
-                        "[gateway] changed in the config file: restart gantry for it to apply"
-                            .into(),
-                    );
-                }
-                if s.zodex_workdir_context != self.settings.zodex_workdir_context {
-                    tracing::warn!(
-                        "[zodex] changed in the config file: restart gantry for it to apply"
-                    );
-                }
-                if s.session_redact != self.settings.session_redact
-                    || s.session_all_directories != self.settings.session_all_directories
-                    || s.session_sources != self.settings.session_sources
-                {
-                    // Not a reason to refuse calls: the old settings keep applying until then.
-                    tracing::warn!(
-                        "[session] changed in the config file: restart gantry for it to apply"
-                    );
-                }
-                let permissions =
-                    PermissionState::new(Platform::current(), s.read_only, s.permissions.clone())
-                        .with_desktop(self.handlers.desktop.available());
-                let facts = engine
-                    .facts(&permissions.snapshot())
-                    .map_err(|d| problems.push(d.to_string()))
-                    .ok();
-                (permissions, facts)
-            }
-            Err(errors) => {
-                problems.extend(errors);
-                let none = PermissionState::new(Platform::current(), true, Default::default())
-                    .with_desktop(self.handlers.desktop.available());
-                (none, None)
-            }
-        };
-        let fresh = if problems.is_empty() {
-            tracing::info!(config = %self.settings.config_path.display(), "permissions reloaded");
-            Live {
-                permissions,
-                facts,
-                broken: None,
-                engine,
-                roots,
-                policy_problems,
-                stamp: now,
-            }
-        } else {
-            let why = problems.join("; ");
-            tracing::error!(problem = %why, "the config or a policy file cannot be used; refusing every call until it is fixed");
-            Live {
-                permissions,
-                facts: None,
-                broken: Some(why),
-                engine,
-                roots,
-                policy_problems,
-                stamp: now,
-            }
-        };
-        *current = Arc::new(fresh);
-        current.clone()
     }
 }

@@ -6,9 +6,11 @@
 
 pub mod app;
 pub mod handlers;
+mod layout;
 pub mod ops;
 pub mod permissions;
 pub mod policy_set;
 pub mod read_state;
 pub mod recorder;
+mod reload;
 pub mod server;

@@ -44,6 +44,27 @@ impl PermissionState {
         self
     }
 
+    /// What both `self` and `other` allow: a permission on in both, read-only if either is.
+    /// (While a widening change settles, calls are decided in this.)
+    pub fn meet(&self, other: &PermissionState) -> PermissionState {
+        let stored = self
+            .stored
+            .iter()
+            .map(|(name, on)| {
+                (
+                    *name,
+                    *on && other.stored.get(name).copied().unwrap_or(false),
+                )
+            })
+            .collect();
+        PermissionState {
+            platform: self.platform,
+            read_only: self.read_only || other.read_only,
+            stored,
+            desktop: self.desktop && other.desktop,
+        }
+    }
+
     /// On as stored and possible on this platform (read-only mode not applied).
     fn available(&self, name: &str) -> bool {
         let supported = Permission::from_name(name)
@@ -140,6 +161,22 @@ mod tests {
 
     fn tools(actions: &[tool_api::ActionId]) -> Vec<&'static str> {
         actions.iter().map(|a| a.as_str()).collect()
+    }
+
+    #[test]
+    fn the_meet_allows_only_what_both_allow() {
+        let mut exec_only = BTreeMap::new();
+        exec_only.insert("exec", true);
+        exec_only.insert("read", false);
+        let a = PermissionState::new(Platform::Linux, false, exec_only);
+        let b = PermissionState::new(Platform::Linux, true, all_on());
+        let m = a.meet(&b);
+        assert!(!m.effective("read"));
+        assert!(!m.effective("exec"), "read-only in one side masks exec");
+        assert!(m.read_only());
+        let m = b.meet(&PermissionState::new(Platform::Linux, false, all_on()));
+        assert!(m.effective("read"));
+        assert!(!m.effective("exec"));
     }
 
     #[test]

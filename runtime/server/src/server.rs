@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use audit::{Audit, Entry};
+use audit::{Attempt, Audit, Entry};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig,
@@ -17,7 +17,7 @@ use tool_api::{CallContext, ConnectorSpec, Content, Encoded, ToolError};
 use crate::app::{App, ServedTool};
 
 /// How many client `_meta` labels an audit line keeps, and how long each may be.
-const MAX_LABELS: usize = 4;
+const MAX_LABELS: usize = 5;
 const MAX_LABEL_CHARS: usize = 128;
 
 /// What a connector server needs from the application it serves: the surface's tools, a
@@ -120,8 +120,11 @@ impl Served for App {
     fn call_context(&self, connector: &str) -> Result<CallContext, ToolError> {
         let live = self.live();
         let facts = usable_facts(&live)?;
-        let gate = authz::Gate::new(live.engine.clone(), connector, facts)?;
-        Ok(CallContext::new(gate).with_config_file(&self.settings.config_path))
+        let gate = authz::Gate::new(live.engine.clone(), connector, facts)?
+            .also_decided_by(live.settling_engine.clone());
+        Ok(CallContext::new(gate)
+            .with_config_file(&self.settings.config_path)
+            .with_settling(live.settling.as_deref()))
     }
 
     fn worker_context(
@@ -131,8 +134,11 @@ impl Served for App {
     ) -> Result<CallContext, ToolError> {
         let live = self.live();
         let facts = usable_facts(&live)?;
-        let gate = authz::Gate::for_worker(live.engine.clone(), connector, worker.clone(), facts)?;
-        Ok(CallContext::new(gate).with_config_file(&self.settings.config_path))
+        let gate = authz::Gate::for_worker(live.engine.clone(), connector, worker.clone(), facts)?
+            .also_decided_by(live.settling_engine.clone());
+        Ok(CallContext::new(gate)
+            .with_config_file(&self.settings.config_path)
+            .with_settling(live.settling.as_deref()))
     }
 
     fn dispatch<'a>(
@@ -296,13 +302,14 @@ impl<S: Served> ConnectorServer<S> {
         &self,
         name: &str,
         arguments: rmcp::model::JsonObject,
+        call_id: &str,
     ) -> (Result<Encoded, ToolError>, Recorded) {
         let cx = match &self.worker {
             Some(w) => self.app.worker_context(self.connector.name, w),
             None => self.app.call_context(self.connector.name),
         };
         let cx = match cx {
-            Ok(cx) => cx,
+            Ok(cx) => cx.with_call_id(call_id),
             Err(e) => return (Err(e), Recorded::default()),
         };
         let outcome = self
@@ -317,6 +324,46 @@ impl<S: Served> ConnectorServer<S> {
         };
         (outcome, recorded)
     }
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// A call's id in the audit, unique among the servers sharing a log: this process and a count.
+fn next_call_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    static PID: std::sync::LazyLock<u32> = std::sync::LazyLock::new(std::process::id);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{n}", *PID)
+}
+
+/// What a call attempted, by its tool's audited inputs as given (a list as its JSON), each
+/// cut like every recorded resource.
+fn attempted(
+    spec: Option<&'static tool_api::ToolSpec>,
+    arguments: &rmcp::model::JsonObject,
+) -> Vec<Attempt<'static>> {
+    let audited = spec.map_or(&[][..], |s| s.audited);
+    audited
+        .iter()
+        .filter_map(|(input, kind)| {
+            let value = match arguments.get(*input)? {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            Some(Attempt {
+                input,
+                value: value
+                    .chars()
+                    .take(tool_api::MAX_RECORDED_ID_CHARS)
+                    .collect(),
+                command: *kind == tool_api::Audited::Command,
+            })
+        })
+        .collect()
 }
 
 /// What a call recorded for the audit.
@@ -358,15 +405,19 @@ fn to_result(outcome: Result<Encoded, ToolError>) -> CallToolResult {
     }
 }
 
-fn labels(cx: &RequestContext<RoleServer>) -> Vec<(&'static str, String)> {
+fn labels(cx: &RequestContext<RoleServer>, connector: &str) -> Vec<(&'static str, String)> {
     // Labels correlate audit lines with the client's conversation; they never authorize.
     const KEYS: [&str; MAX_LABELS] = [
         "openai/session",
         "openai/subject",
         "openai/userAgent",
         "openai/locale",
+        crate::handlers::HUB_CALL_META,
     ];
     KEYS.iter()
+        // A hub sends its call id only to a machine's Core connector; on any other it would be
+        // a client's own claim.
+        .filter(|k| **k != crate::handlers::HUB_CALL_META || connector == generated::core::NAME)
         .filter_map(|k| {
             cx.meta
                 .get(*k)
@@ -441,6 +492,30 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
             .with_instructions(self.connector.instructions)
     }
 
+    /// Answers the request the stdio transport puts in place of an oversized one
+    /// (`transport::stdio_lines`), under that request's id; any other unknown method is not
+    /// found.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        if request.method == transport::stdio_lines::OVERSIZED_METHOD {
+            return Err(ErrorData::invalid_request(
+                format!(
+                    "the request is larger than {} MiB, the most one stdio line may hold; nothing was done (send less, e.g. a smaller file or patch per call)",
+                    transport::stdio_lines::MAX_LINE_BYTES >> 20
+                ),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            request.method,
+            None,
+        ))
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.app
             .tools()
@@ -478,18 +553,46 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
             .take(64)
             .collect();
         let arguments = request.arguments.unwrap_or_default();
+        let spec = self
+            .app
+            .tools()
+            .iter()
+            .find(|t| t.spec.connector == self.connector.name && t.spec.name == request.name)
+            .map(|t| t.spec);
+        let attempted = attempted(spec, &arguments);
+        // A call that acts is on record before it acts: if it kills gantry, its intent line
+        // stays (joined to no outcome).
+        let acts = spec.is_none_or(|s| !s.annotations.read_only);
+        let call_id = next_call_id();
+        if acts {
+            self.app.audit().record(&mut Entry {
+                ts_ms: now_ms(),
+                connector: self.connector.name,
+                tool: &name,
+                decision: "none",
+                decisions: Vec::new(),
+                more_decisions: 0,
+                input: None,
+                outcome: "pending",
+                duration_us: 0,
+                labels: Vec::new(),
+                attempted: attempted.clone(),
+                call: Some(call_id.clone()),
+                phase: Some("intent"),
+            });
+        }
         let recording = self.app.recording();
         let arguments_json = if recording {
             serde_json::to_string(&arguments).unwrap_or_default()
         } else {
             String::new()
         };
-        let (outcome, recorded) = self.call(&request.name, arguments).await;
+        let (outcome, recorded) = self.call(&request.name, arguments, &call_id).await;
         let code = match &outcome {
             Ok(_) => "ok",
             Err(e) => e.code.as_str(),
         };
-        let mut labels = labels(&cx);
+        let mut labels = labels(&cx, self.connector.name);
         if let Some(w) = &self.worker {
             // Proven by the endpoint, unlike the client's own labels.
             labels.push(("gantry/worker", format!("{}/{}", w.run, w.worker)));
@@ -506,9 +609,7 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
             "call"
         );
         self.app.audit().record(&mut Entry {
-            ts_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis()),
+            ts_ms: now_ms(),
             connector: self.connector.name,
             tool: &name,
             decision,
@@ -518,6 +619,9 @@ impl<S: Served> ServerHandler for ConnectorServer<S> {
             outcome: code,
             duration_us: duration.as_micros(),
             labels: labels.clone(),
+            attempted,
+            call: Some(call_id),
+            phase: None,
         });
         let code = code.to_string();
         let result = to_result(outcome);

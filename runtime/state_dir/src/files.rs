@@ -5,6 +5,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
+
+use crate::own_input::{Stamp, file_stamp};
 use subtle::ConstantTimeEq;
 
 /// Creates the state directory if needed and makes it private.
@@ -83,19 +85,13 @@ pub fn tokens_path(dir: &Path) -> PathBuf {
 }
 
 fn read_table(path: &Path) -> Result<toml::Table, String> {
-    use std::io::Read as _;
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(toml::Table::new()),
+    let text = match crate::own_input::read_own_input(path) {
+        Ok(read) => read.text,
+        Err(crate::own_input::OwnInputError::Missing) => return Ok(toml::Table::new()),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     force_private(&file).map_err(|e| format!("{}: cannot make it private: {e}", path.display()))?;
-    let mut text = String::new();
-    // A token file is a few hundred bytes; a huge one is not ours.
-    (&mut file)
-        .take(1 << 20)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
     text.parse()
         .map_err(|e: toml::de::Error| format!("{}: {}", path.display(), e.message()))
 }
@@ -202,20 +198,6 @@ pub struct LiveTokens {
     dir: PathBuf,
     connectors: Vec<&'static str>,
     current: std::sync::RwLock<(Stamp, Tokens)>,
-}
-
-/// What identifies one version of a file: modification time, size and inode (`None` when it
-/// does not exist). Taken *before* a load, so a rewrite during the load is seen next time.
-pub type Stamp = Option<(std::time::SystemTime, u64, u64)>;
-
-/// The [`Stamp`] of `path` now.
-pub fn file_stamp(path: &Path) -> Stamp {
-    let m = std::fs::metadata(path).ok()?;
-    #[cfg(unix)]
-    let inode = std::os::unix::fs::MetadataExt::ino(&m);
-    #[cfg(not(unix))]
-    let inode = 0;
-    Some((m.modified().ok()?, m.len(), inode))
 }
 
 impl LiveTokens {

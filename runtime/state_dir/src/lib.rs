@@ -3,8 +3,12 @@
 //! No path from a tool call ever reaches it.
 
 mod files;
+mod own_input;
 
 pub use files::{
-    LiveTokens, Stamp, Tokens, ensure, file_stamp, force_private, new_secret, stored_tokens,
-    tokens_path, write_private,
+    LiveTokens, Tokens, ensure, force_private, new_secret, stored_tokens, tokens_path,
+    write_private,
+};
+pub use own_input::{
+    OWN_INPUT_CAP, OwnInput, OwnInputError, Stamp, Version, file_stamp, read_own_input,
 };

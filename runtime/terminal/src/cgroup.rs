@@ -170,6 +170,20 @@ impl Drop for Tree {
 }
 
 impl Group {
+    /// What to start a program through so that it joins this group before anything of it
+    /// runs: the program and its arguments follow. For programs gantry starts outside a
+    /// command session (`shell.exec`, upstream MCP servers), so whatever they detach
+    /// (`setsid`) still ends with the group.
+    pub fn join_prefix(&self) -> Vec<std::ffi::OsString> {
+        vec![
+            JOIN_SHELL.into(),
+            "-c".into(),
+            JOIN.into(),
+            "gantry-join".into(),
+            self.procs().into_os_string(),
+        ]
+    }
+
     /// The file a process joins the group through.
     pub fn procs(&self) -> PathBuf {
         self.dir.join("cgroup.procs")

@@ -8,6 +8,7 @@
 //! whole process trees (detached grandchildren included, see [`process_tree`]).
 
 pub mod cgroup;
+mod console;
 pub mod process_tree;
 pub mod procfs;
 pub mod programs;
@@ -19,6 +20,6 @@ pub mod snapshot;
 mod warm;
 pub mod window;
 
+pub use console::Exit;
 pub use registry::{Commands, Config, Held, Listed, Outcome, Registry, Run, Seen, TerminalError};
-pub use session::Exit;
 pub use window::SpillHint;

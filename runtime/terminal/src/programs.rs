@@ -21,8 +21,8 @@ pub fn is_program(path: &Path) -> bool {
 
 /// Where `name` is found as a program gantry starts itself: an absolute path as given (when
 /// it is a file); a bare name in the first absolute directory of `path` holding it as an
-/// executable (on Windows with each of `PATHEXT`'s `.exe` and `.com` appended, in its
-/// order). A relative path with a directory, or a relative `PATH` entry, would depend on the
+/// executable (on Windows as written when it ends in `.exe` or `.com`, else with each of
+/// `PATHEXT`'s `.exe` and `.com` appended, in its order). A relative path with a directory, or a relative `PATH` entry, would depend on the
 /// directory gantry happens to run in, and is never used.
 pub fn find(name: &str, path: &OsStr) -> Option<PathBuf> {
     let given = Path::new(name);
@@ -32,7 +32,10 @@ pub fn find(name: &str, path: &OsStr) -> Option<PathBuf> {
     if given.components().count() != 1 {
         return None;
     }
-    let extensions: Vec<String> = if cfg!(windows) {
+    let extensions: Vec<String> = if cfg!(windows) && has_program_extension(name) {
+        // `hostname.exe` is looked for as written, as Windows does.
+        vec![String::new()]
+    } else if cfg!(windows) {
         std::env::var("PATHEXT")
             .unwrap_or_else(|_| ".EXE;.COM".into())
             .split(';')
@@ -46,6 +49,14 @@ pub fn find(name: &str, path: &OsStr) -> Option<PathBuf> {
         .filter(|d| d.is_absolute())
         .flat_map(|d| extensions.iter().map(move |e| d.join(format!("{name}{e}"))))
         .find(|p| is_executable(p))
+}
+
+/// Whether `name` ends in `.exe` or `.com`, in any case.
+fn has_program_extension(name: &str) -> bool {
+    Path::new(name)
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("exe") || e.eq_ignore_ascii_case("com"))
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -119,9 +130,74 @@ pub fn windows_executable(name: &str, path: &OsStr) -> Result<PathBuf, String> {
     })
 }
 
+/// Whether the command `given`, which starts `resolved`, is the one an allow-list entry
+/// `allowed` names. On Unix the names are compared as written. On Windows they are compared
+/// the way Windows finds programs: without regard to case, and a bare name covers the
+/// program `PATHEXT` completes it to (`ping` allows `PING.EXE`); an entry with its extension
+/// (`ping.exe`) allows the bare name only when that is what it resolved to, never a `.com`
+/// found first.
+pub fn allow_list_names(allowed: &str, given: &str, resolved: &Path) -> bool {
+    if cfg!(windows) {
+        windows_names_match(allowed, given, resolved)
+    } else {
+        allowed == given
+    }
+}
+
+/// The Windows rule of [`allow_list_names`], testable on every platform.
+fn windows_names_match(allowed: &str, given: &str, resolved: &Path) -> bool {
+    /// `name` without a trailing `.exe` or `.com`, and that extension.
+    fn split(name: &str) -> (&str, Option<&str>) {
+        match name.rsplit_once('.') {
+            Some((stem, ext))
+                if !stem.is_empty()
+                    && (ext.eq_ignore_ascii_case("exe") || ext.eq_ignore_ascii_case("com")) =>
+            {
+                (stem, Some(ext))
+            }
+            _ => (name, None),
+        }
+    }
+    if allowed.eq_ignore_ascii_case(given) {
+        return true;
+    }
+    let ((allowed_stem, allowed_ext), (given_stem, given_ext)) = (split(allowed), split(given));
+    if !allowed_stem.eq_ignore_ascii_case(given_stem) {
+        return false;
+    }
+    match (allowed_ext, given_ext) {
+        // `ping` allows `ping.exe` and `ping.com`.
+        (None, Some(_)) => true,
+        // `ping.exe` allows `ping` when `ping` started ping.exe.
+        (Some(ext), None) => resolved
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case(ext)),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Windows names a program without regard to case and with PATHEXT's extension optional;
+    /// an entry with an extension never allows a different program found first.
+    #[test]
+    fn allow_list_names_follow_windows_rules_there() {
+        let exe = Path::new(r"C:\Windows\System32\PING.EXE");
+        let com = Path::new(r"C:\tools\ping.com");
+        assert!(windows_names_match("ping", "PING", exe));
+        assert!(windows_names_match("ping", "ping.exe", exe));
+        assert!(windows_names_match("ping", "Ping.COM", com));
+        assert!(windows_names_match("ping.exe", "ping", exe));
+        assert!(windows_names_match("PING.exe", "ping.EXE", exe));
+        assert!(!windows_names_match("ping.exe", "ping", com));
+        assert!(!windows_names_match("ping.exe", "ping.com", com));
+        assert!(!windows_names_match("ping", "ping.bat", exe));
+        assert!(!windows_names_match("ping", "pingx", exe));
+        assert!(!windows_names_match(".exe", "", exe));
+    }
 
     /// A bare name is found as an `.exe` on the path; a batch shim is refused by name,
     /// whether it is named or only found.

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::session::{Exit, Session, Spawn, Wait};
+use crate::console::{Exit, Spawn};
+use crate::session::{Session, Wait};
 use crate::shell::{Shell, batch_script};
 use crate::snapshot::{Prepared, Snapshots};
 use crate::warm::{self, Recipe, Warm};
@@ -171,6 +172,10 @@ pub struct Registry {
     closed: Arc<std::sync::atomic::AtomicBool>,
     /// A warm shell is being started.
     refilling: Arc<std::sync::atomic::AtomicBool>,
+    /// Bumped (under the warm slot's lock) by [`Registry::end_warm`]: a shell that was being
+    /// started before it is ended instead of kept, so switching `exec` off while one starts
+    /// cannot leave it ready.
+    warm_epoch: Arc<std::sync::atomic::AtomicU64>,
     /// Spill files named in replies, with the session and owner they belong to, so an owner
     /// can read its output back (bounded: the oldest are forgotten).
     spills: Mutex<std::collections::VecDeque<(PathBuf, u64, String)>>,
@@ -298,6 +303,7 @@ impl Registry {
             warm: Arc::new(Mutex::new(None)),
             closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             refilling: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            warm_epoch: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             spills: Mutex::new(std::collections::VecDeque::new()),
             launcher,
             held: Arc::new(Mutex::new(HashMap::new())),
@@ -671,6 +677,8 @@ impl Registry {
         let refilling = self.refilling.clone();
         let slot = self.warm.clone();
         let closed = self.closed.clone();
+        let epoch = self.warm_epoch.clone();
+        let started_in = epoch.load(Ordering::SeqCst);
         let spill_dir = self.config.spill_dir.clone();
         let spill_cap = self.config.spill_cap;
         let tree = self.tree.clone();
@@ -703,7 +711,10 @@ impl Registry {
                 match warm::start(&recipe, id, spill, group) {
                     Ok(w) => {
                         let mut g = lock(&slot);
-                        if g.is_none() && !closed.load(std::sync::atomic::Ordering::SeqCst) {
+                        if g.is_none()
+                            && !closed.load(std::sync::atomic::Ordering::SeqCst)
+                            && epoch.load(std::sync::atomic::Ordering::SeqCst) == started_in
+                        {
                             *g = Some(w);
                         } else {
                             drop(g);
@@ -750,7 +761,7 @@ impl Registry {
                 let script = crate::shell::command_line(argv);
                 self.shell.prepared_invocation(&script, &prepared, &[], &[])
             }
-            crate::shell::ShellKind::PowerShell => {
+            crate::shell::ShellKind::PowerShell | crate::shell::ShellKind::Cmd => {
                 // Resolved here, to the very file that runs: a bare name would otherwise be
                 // found through PATHEXT, a batch shim included.
                 let path = std::env::var_os("PATH").unwrap_or_default();
@@ -871,6 +882,19 @@ impl Registry {
         Ok(outcome)
     }
 
+    /// A fresh cgroup of this instance's, for a program started outside a command session,
+    /// when sessions get cgroups here (`None` otherwise, or when one cannot be made).
+    pub fn new_group(&self) -> Option<Arc<crate::cgroup::Group>> {
+        let tree = self.tree.as_ref()?;
+        match tree.group() {
+            Ok(g) => Some(Arc::new(g)),
+            Err(e) => {
+                tracing::debug!(error = %e, "no cgroup for a program");
+                None
+            }
+        }
+    }
+
     /// The directory of this instance's session cgroups, when sessions get them.
     pub fn cgroup_dir(&self) -> Option<&std::path::Path> {
         self.tree.as_ref().map(|t| t.dir())
@@ -919,6 +943,20 @@ impl Registry {
         let ids = idle.iter().map(|s| s.id).collect();
         end(idle).await;
         ids
+    }
+
+    /// Ends the warm shell, if one is kept ready (commands may no longer run). The next
+    /// command, once allowed again, starts one afresh.
+    pub fn end_warm(&self) {
+        let taken = {
+            let mut slot = lock(&self.warm);
+            self.warm_epoch
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            slot.take()
+        };
+        if let Some(w) = taken {
+            discard(w);
+        }
     }
 
     /// Ends every session (server shutdown).

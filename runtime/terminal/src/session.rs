@@ -2,17 +2,19 @@
 //! waiter thread records the exit, and callers collect what arrived within their yield time.
 
 use std::io::{Read as _, Write};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
-
+use crate::console::{self, Exit, Spawn};
 use crate::process_tree;
 use crate::sanitize::Sanitizer;
-use crate::shell::{Invocation, parse_marker};
+use crate::shell::parse_marker;
 use crate::window::{Drained, SpillConfig, Window};
 
+/// A program's question for the cursor position (Device Status Report 6).
+const CURSOR_QUERY: &[u8] = b"\x1b[6n";
+/// The answer: row 1, column 1.
+const CURSOR_AT_TOP_LEFT: &str = "\x1b[1;1R";
 /// How long output keeps being gathered after the process exits, for what is still in the
 /// PTY (unless the PTY closes first).
 const AFTER_EXIT: Duration = Duration::from_millis(100);
@@ -20,59 +22,6 @@ const AFTER_EXIT: Duration = Duration::from_millis(100);
 const YOUNG: Duration = Duration::from_secs(60);
 /// How long a poll waits after the first output, to return a burst whole.
 const SETTLE: Duration = Duration::from_millis(30);
-
-/// What to start.
-#[derive(Debug, Clone)]
-pub struct Spawn {
-    /// Shell and arguments.
-    pub invocation: Invocation,
-    /// Working directory.
-    pub cwd: PathBuf,
-    /// Variables to set (after the defaults).
-    pub env: Vec<(String, String)>,
-    /// Inherited variables to remove.
-    pub env_remove: Vec<String>,
-    /// Batch marker nonce, when the script is a batch.
-    pub batch_nonce: Option<String>,
-    /// Who starts it (see [`Session::owner`]); `None` for a shell started ahead of its
-    /// command, which gets its owner with the command ([`Session::claim`]).
-    pub owner: Option<String>,
-    /// The cgroup the command runs in (it joins before anything of it runs), where gantry
-    /// has a cgroup v2 tree.
-    pub group: Option<Arc<crate::cgroup::Group>>,
-}
-
-/// How a session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Exit {
-    /// Exit code (for a signal, 128 + its number where known, else 1).
-    pub code: i32,
-    /// Killed by a signal.
-    pub signaled: bool,
-}
-
-/// Turns portable-pty's status into an exit.
-fn exit_of(status: &portable_pty::ExitStatus) -> Exit {
-    match status.signal() {
-        Some(sig) => {
-            let number = match sig.trim_start_matches("SIG").to_ascii_uppercase().as_str() {
-                "HUP" | "HANGUP" => 1,
-                "INT" | "INTERRUPT" => 2,
-                "KILL" | "KILLED" => 9,
-                "TERM" | "TERMINATED" => 15,
-                _ => 0,
-            };
-            Exit {
-                code: if number > 0 { 128 + number } else { 1 },
-                signaled: true,
-            }
-        }
-        None => Exit {
-            code: i32::try_from(status.exit_code()).unwrap_or(i32::MAX),
-            signaled: false,
-        },
-    }
-}
 
 /// Holds back a batch marker line until it is complete, turns it into an item result, and
 /// drops the blank line the script prints before it.
@@ -163,8 +112,8 @@ pub struct Session {
     writer: Mutex<Option<Box<dyn Write + Send>>>,
     state: Mutex<State>,
     notify: tokio::sync::Notify,
-    // Keeps the PTY open for the life of the session.
-    _master: Mutex<Box<dyn MasterPty + Send>>,
+    // Keeps the PTY open for the life of the session (nothing to keep for pipes).
+    _terminal: Mutex<Option<Box<dyn portable_pty::MasterPty + Send>>>,
     /// The session's cgroup, if it has one: what ends its tree.
     group: Option<Arc<crate::cgroup::Group>>,
     #[cfg(windows)]
@@ -210,60 +159,22 @@ pub enum Wait {
 }
 
 impl Session {
-    /// Starts `spawn` in a new PTY.
+    /// Starts `spawn` in a new PTY (on pipes where Windows' pseudo console delivers
+    /// nothing; see `console`).
     pub fn start(id: u64, spawn: Spawn, spill: SpillConfig) -> std::io::Result<Arc<Session>> {
-        let pty = native_pty_system()
-            .openpty(PtySize {
-                rows: 40,
-                cols: 200,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .map_err(other)?;
-        let mut cmd = match &spawn.group {
-            Some(group) => {
-                let mut cmd = CommandBuilder::new(crate::cgroup::JOIN_SHELL);
-                cmd.args(["-c", crate::cgroup::JOIN, "gantry-join"]);
-                cmd.arg(group.procs());
-                cmd.arg(&spawn.invocation.program);
-                cmd
-            }
-            None => CommandBuilder::new(&spawn.invocation.program),
-        };
-        cmd.args(&spawn.invocation.args);
-        cmd.cwd(&spawn.cwd);
-        for key in &spawn.env_remove {
-            cmd.env_remove(key);
-        }
-        // Plain output and no pagers: a model cannot press `q`.
-        for (k, v) in [
-            ("TERM", "dumb"),
-            ("NO_COLOR", "1"),
-            ("CLICOLOR", "0"),
-            ("PAGER", "cat"),
-            ("GIT_PAGER", "cat"),
-            ("GH_PAGER", "cat"),
-            ("MANPAGER", "cat"),
-            ("SYSTEMD_PAGER", ""),
-        ] {
-            cmd.env(k, v);
-        }
-        for (k, v) in &spawn.env {
-            cmd.env(k, v);
-        }
         let mut tag_bytes = [0u8; 12];
         getrandom::fill(&mut tag_bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
         let tag: String = tag_bytes.iter().map(|b| format!("{b:02x}")).collect();
-        cmd.env(process_tree::TAG_VAR, &tag);
-
-        let mut child = pty.slave.spawn_command(cmd).map_err(other)?;
-        drop(pty.slave);
-        let pid = child.process_id().unwrap_or(0);
+        let console::Started {
+            pid,
+            mut reader,
+            writer,
+            keep,
+            wait,
+        } = console::start(&spawn, &tag)?;
         let start_ticks = crate::procfs::start_ticks(pid);
         #[cfg(windows)]
         let job = process_tree::JobObject::for_process(pid).ok();
-        let mut reader = pty.master.try_clone_reader().map_err(other)?;
-        let writer = pty.master.take_writer().map_err(other)?;
 
         let session = Arc::new(Session {
             id,
@@ -290,7 +201,7 @@ impl Session {
                 last_used: Instant::now(),
             }),
             notify: tokio::sync::Notify::new(),
-            _master: Mutex::new(pty.master),
+            _terminal: Mutex::new(keep),
             group: spawn.group,
             #[cfg(windows)]
             job,
@@ -305,6 +216,15 @@ impl Session {
                 loop {
                     let n = reader.read(&mut buf).unwrap_or(0);
                     let Some(s) = weak.upgrade() else { return };
+                    // A program that asks where the cursor is (`ESC [6n`) waits for the
+                    // terminal's answer, and so does Windows' pseudo console at its start when
+                    // it inherits the cursor: answered as a terminal at the top left would.
+                    if buf[..n]
+                        .windows(CURSOR_QUERY.len())
+                        .any(|w| w == CURSOR_QUERY)
+                    {
+                        let _ = s.write(CURSOR_AT_TOP_LEFT);
+                    }
                     let mut st = lock(&s.state);
                     let mut text = String::new();
                     let State {
@@ -339,12 +259,8 @@ impl Session {
             .name(format!("pty-wait-{id}"))
             .stack_size(64 << 10)
             .spawn(move || {
-                let status = child.wait();
+                let exit = wait();
                 let Some(s) = weak.upgrade() else { return };
-                let exit = status.map(|st| exit_of(&st)).unwrap_or(Exit {
-                    code: -1,
-                    signaled: false,
-                });
                 lock(&s.state).exit = Some((exit, Instant::now()));
                 s.notify.notify_waiters();
             })?;
@@ -527,11 +443,6 @@ impl Drop for Session {
             let _ = self.end_tree();
         }
     }
-}
-
-/// portable-pty reports `anyhow` errors; keep that crate out of our signatures.
-fn other(e: impl std::fmt::Display) -> std::io::Error {
-    std::io::Error::other(e.to_string())
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Which shell runs a command and how: the user's login shell on Unix (`$SHELL`, else
-//! `/bin/sh`), PowerShell on Windows; and the script that runs a batch in one shell with a
+//! `/bin/sh`), PowerShell on Windows (cmd.exe where there is none, as under Wine); and the
+//! script that runs a batch in one shell with a
 //! labelled section and an exit code per item.
 
 use std::ffi::OsString;
@@ -29,16 +30,33 @@ pub enum ShellKind {
     Posix,
     /// PowerShell.
     PowerShell,
+    /// cmd.exe: Windows without PowerShell on its PATH.
+    Cmd,
 }
 
 impl Shell {
-    /// The host's shell: `$SHELL` when it is a POSIX shell (else `/bin/sh`), PowerShell on
-    /// Windows.
+    /// The host's shell: `$SHELL` when it is a POSIX shell (else `/bin/sh`); on Windows,
+    /// PowerShell when it is on PATH, else `%ComSpec%` (cmd.exe).
     pub fn detect() -> Shell {
         if cfg!(windows) {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            // Wine ships a powershell.exe that is a stub: it runs nothing and exits 0.
+            let candidates: &[&str] = if under_wine() {
+                &[]
+            } else {
+                &["powershell.exe", "pwsh.exe"]
+            };
+            for name in candidates {
+                if let Ok(found) = crate::programs::windows_executable(name, &path) {
+                    return Shell {
+                        path: found.into_os_string(),
+                        kind: ShellKind::PowerShell,
+                    };
+                }
+            }
             return Shell {
-                path: "powershell.exe".into(),
-                kind: ShellKind::PowerShell,
+                path: std::env::var_os("ComSpec").unwrap_or_else(|| "cmd.exe".into()),
+                kind: ShellKind::Cmd,
             };
         }
         let from_env = std::env::var_os("SHELL").filter(|s| {
@@ -67,6 +85,8 @@ impl Shell {
                 "-Command".into(),
                 script.into(),
             ],
+            // /s: the quotes around the script are taken off and the rest run as written.
+            ShellKind::Cmd => vec!["/d".into(), "/s".into(), "/c".into(), script.into()],
         };
         Invocation {
             program: self.path.clone(),
@@ -96,6 +116,24 @@ pub(crate) fn is_name(name: &str) -> bool {
 /// Marks the end of one batch item in the output; followed by `<index> <exit code>`.
 pub fn marker(nonce: &str) -> String {
     format!("@@gantry-{nonce}@@")
+}
+
+/// Whether this Windows program runs under Wine (its ntdll says so).
+#[cfg(windows)]
+#[allow(unsafe_code)]
+pub(crate) fn under_wine() -> bool {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+    // SAFETY: both calls take NUL-terminated static strings and only read them; ntdll is
+    // loaded in every Windows process, and the handle is only passed back to the loader.
+    unsafe {
+        let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+        !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
+    }
+}
+
+#[cfg(not(windows))]
+fn under_wine() -> bool {
+    false
 }
 
 /// `s` in single quotes, safe as one word in any POSIX shell.
@@ -157,6 +195,21 @@ pub fn batch_script(kind: ShellKind, cmds: &[String], nonce: &str) -> String {
                 s.push_str(cmd);
                 s.push_str(&format!("\n$code = if ($?) {{ $LASTEXITCODE }} else {{ if ($LASTEXITCODE) {{ $LASTEXITCODE }} else {{ 1 }} }}\nWrite-Output \"`n{m} {n} $code\"\n"));
             }
+            ShellKind::Cmd => {
+                // One line: cmd /c runs a single line, and expands %VAR% when it reads it.
+                // `%^errorlevel%` is no variable then; `call` reads it again after the item
+                // ran, when it is. The label starts with `$ `, so echo never reads it as
+                // on/off; `echo.` is an empty line. `(call )` sets the exit code to 0 first, which
+                // built-in commands such as `echo` leave as they found it.
+                if !s.is_empty() {
+                    s.push_str(" & ");
+                }
+                let shown =
+                    format!("$ {}", label(cmd)).replace(['&', '|', '<', '>', '^', '%'], "_");
+                s.push_str(&format!(
+                    "echo {shown}& (call )& {cmd}& echo.& call echo {m} {n} %^errorlevel%"
+                ));
+            }
         }
     }
     s
@@ -173,6 +226,49 @@ pub fn parse_marker(line: &str, nonce: &str) -> Option<(usize, i32)> {
 mod tests {
 
     use super::*;
+
+    #[test]
+    fn cmd_batches_are_one_line_with_a_marker_read_after_each_item() {
+        let s = batch_script(
+            ShellKind::Cmd,
+            &["echo a".into(), "dir /b & ver".into()],
+            "n1",
+        );
+        assert!(!s.contains('\n'), "{s}");
+        assert_eq!(
+            s,
+            "echo $ echo a& (call )& echo a& echo.& call echo @@gantry-n1@@ 1 %^errorlevel% & echo $ dir /b _ ver& (call )& dir /b & ver& echo.& call echo @@gantry-n1@@ 2 %^errorlevel%"
+        );
+    }
+
+    /// The script as the real cmd.exe runs it (Windows, or Wine in tests/run): each item's
+    /// own exit code, read after it ran.
+    #[cfg(windows)]
+    #[test]
+    fn cmd_runs_a_batch_and_reports_each_code() {
+        let shell = Shell {
+            path: std::env::var_os("ComSpec").unwrap_or_else(|| "cmd.exe".into()),
+            kind: ShellKind::Cmd,
+        };
+        let script = batch_script(
+            ShellKind::Cmd,
+            &[
+                "echo first".into(),
+                "cmd /c exit 3".into(),
+                "echo third".into(),
+            ],
+            "w1",
+        );
+        let inv = shell.invocation(&script);
+        let out = std::process::Command::new(&inv.program)
+            .args(&inv.args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let codes: Vec<(usize, i32)> = text.lines().filter_map(|l| parse_marker(l, "w1")).collect();
+        assert_eq!(codes, [(1, 0), (2, 3), (3, 0)], "{text}");
+        assert!(text.contains("first") && text.contains("third"), "{text}");
+    }
 
     #[test]
     fn batch_scripts_label_items_and_report_codes() {

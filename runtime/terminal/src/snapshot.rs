@@ -174,7 +174,7 @@ impl Snapshots {
     /// it is older than [`TTL`]. Blocks while a capture runs (at most [`CAPTURE_TIMEOUT`]).
     pub fn prepare(&self) -> Prepared {
         if cfg!(windows) {
-            return Prepared::Login("PowerShell runs without a profile".into());
+            return Prepared::Login("Windows shells run without a profile".into());
         }
         let mut state = self.state();
         let now = stamps(&self.profiles);

@@ -53,6 +53,34 @@ pub(crate) struct Recipe {
     pub dir: PathBuf,
 }
 
+/// Makes a FIFO only its owner may use at `path`.
+#[cfg(all(unix, not(target_vendor = "apple")))]
+fn make_fifo(path: &std::path::Path) -> std::io::Result<()> {
+    use rustix::fs::{CWD, FileType, Mode, mknodat};
+    Ok(mknodat(
+        CWD,
+        path,
+        FileType::Fifo,
+        Mode::from_raw_mode(0o600),
+        0,
+    )?)
+}
+
+/// Makes a FIFO only its owner may use at `path` (macOS: no mknodat).
+#[cfg(target_vendor = "apple")]
+#[allow(unsafe_code)]
+fn make_fifo(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other("a NUL in the FIFO's path"))?;
+    // SAFETY: `c` is a NUL-terminated path that lives across the call; mkfifo reads it only.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Starts a warm shell with session id `id`.
 #[cfg(unix)]
 pub(crate) fn start(
@@ -61,12 +89,11 @@ pub(crate) fn start(
     spill: SpillConfig,
     group: Option<Arc<crate::cgroup::Group>>,
 ) -> std::io::Result<Warm> {
-    use crate::session::Spawn;
+    use crate::console::Spawn;
     use crate::shell::Invocation;
-    use rustix::fs::{CWD, FileType, Mode, mknodat};
     let fifo = recipe.dir.join(format!("warm-{id}.fifo"));
     let _ = std::fs::remove_file(&fifo);
-    mknodat(CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0)?;
+    make_fifo(&fifo)?;
     // The FIFO is opened read-write, so the open never blocks and a writer's close is no
     // EOF: the command ends at a NUL byte. An unused shell ends itself after IDLE_LIMIT, so
     // one orphaned by a killed server does not wait forever.

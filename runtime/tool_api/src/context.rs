@@ -6,9 +6,11 @@ use authz::{ActionId, Authorized, Gate, Resource};
 
 use crate::ToolError;
 
-/// Most decisions one call records for the audit (a patch or a batch can ask many); the
-/// count of the rest is kept.
-const MAX_RECORDED: usize = 64;
+/// Most decisions one call records for the audit (a patch or a batch can ask many; 100
+/// queries of a `file` batch, a patch's every file, a read's 64 paths all fit, so no target
+/// hides behind decoys); the count of the rest is kept. At 200 characters a target, a line
+/// stays under a few hundred KB.
+const MAX_RECORDED: usize = 1024;
 
 /// Longest resource id an audit record keeps (a command line is cut here).
 pub const MAX_RECORDED_ID_CHARS: usize = 200;
@@ -46,6 +48,10 @@ pub struct CallContext {
     record: Arc<Mutex<Record>>,
     /// The config file a refused permission is turned on in, for the denial's hint.
     config_file: Option<Arc<str>>,
+    /// Why part of a config or policy change is not applied yet, said in every denial.
+    settling: Option<Arc<str>>,
+    /// The call's id in the audit, which a call carried to another machine passes on.
+    call_id: Option<Arc<str>>,
 }
 
 impl CallContext {
@@ -55,13 +61,33 @@ impl CallContext {
             gate,
             record: Arc::default(),
             config_file: None,
+            settling: None,
+            call_id: None,
         }
+    }
+
+    /// Names the call by its id in the audit.
+    pub fn with_call_id(mut self, id: &str) -> Self {
+        self.call_id = Some(Arc::from(id));
+        self
+    }
+
+    /// The call's id in the audit, when the server gave it one.
+    pub fn call_id(&self) -> Option<&str> {
+        self.call_id.as_deref()
     }
 
     /// Names the config file in denials a setting there can lift, so the user learns where
     /// to change it (the model reads it too, and knows not to retry).
     pub fn with_config_file(mut self, path: &std::path::Path) -> Self {
         self.config_file = Some(Arc::from(path.display().to_string()));
+        self
+    }
+
+    /// Says in every denial of this call that a change to the config or a policy file is
+    /// still settling (what it turns on is not in effect yet).
+    pub fn with_settling(mut self, note: Option<&str>) -> Self {
+        self.settling = note.map(Arc::from);
         self
     }
 
@@ -135,6 +161,9 @@ impl CallContext {
             let mut e = ToolError::from(d);
             if let Some(hint) = hint {
                 e = ToolError::new(e.code, format!("{}; {hint}", e.message));
+            }
+            if let Some(note) = &self.settling {
+                e = ToolError::new(e.code, format!("{} ({note})", e.message));
             }
             e
         })

@@ -23,8 +23,8 @@ pub use reply::{
     encode_unstructured,
 };
 pub use spec::{
-    Annotations, ConnectorSpec, OperationSpec, PermissionSpec, Platform, PlatformFlags, Status,
-    ToolSpec,
+    Annotations, Audited, ConnectorSpec, OperationSpec, PermissionSpec, Platform, PlatformFlags,
+    Status, ToolSpec,
 };
 
 /// A JSON object, as tool arguments arrive.

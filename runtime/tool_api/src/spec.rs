@@ -1,6 +1,6 @@
 //! The types of the static surface tables the generated crate fills in.
 
-pub use surface::{Annotations, Platform, Status};
+pub use surface::{Annotations, Audited, Platform, Status};
 
 /// One boolean per platform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +102,8 @@ pub struct ToolSpec {
     pub platforms: &'static [Platform],
     /// Named limits, each as surface.toml shows it (`"256 KB"`, `"64"`).
     pub limits: &'static [(&'static str, &'static str)],
+    /// The inputs its audit line keeps as what a call attempted (allowed or refused).
+    pub audited: &'static [(&'static str, Audited)],
     /// JSON Schema of the arguments.
     pub input_schema: &'static str,
     /// JSON Schema of `structuredContent`, published in tools/list; `None` for a tool that

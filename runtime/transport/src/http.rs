@@ -607,8 +607,9 @@ pub async fn serve_stdio<C: Handlers>(
         .map_or(0, |d| d.as_millis());
     let server =
         handlers.for_connection(spec, format!("stdio-{}-{started_ms}", std::process::id()));
+    let (input, output) = crate::stdio::streams();
     let running = server
-        .serve(crate::stdio::streams())
+        .serve((crate::stdio_lines::BoundedLines::new(input), output))
         .await
         .map_err(|e| {
             format!(

@@ -7,5 +7,6 @@ pub mod http;
 pub mod peer;
 mod service;
 pub mod stdio;
+pub mod stdio_lines;
 
 pub use service::{Handlers, McpService, mcp_service};

@@ -5,4 +5,4 @@
 
 mod client;
 
-pub use client::{Upstream, UpstreamCall, Waits, take_tokens};
+pub use client::{Contain, Upstream, UpstreamCall, Waits, take_tokens};

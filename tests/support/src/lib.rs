@@ -13,6 +13,8 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
+pub mod machines;
+
 /// A path in the workspace (this crate lives at `tests/support`).
 pub fn workspace(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -188,6 +190,18 @@ impl Sandbox {
         }
         cmd.env("GANTRY_LOG", "error");
         cmd
+    }
+
+    /// What `gantry check` on this sandbox's config, state and root says (stderr, then
+    /// stdout).
+    pub fn check(&self) -> String {
+        let out = std::process::Command::new(gantry())
+            .arg("check")
+            .args(self.args())
+            .env("HOME", self.path("home"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout)
     }
 
     /// `gantry serve` over HTTP on a free port.
@@ -425,15 +439,26 @@ pub async fn http_client(url: &str) -> RunningService<RoleClient, ()> {
 /// Whether a live (non-zombie) process has `marker` in its command line (Linux: /proc). A
 /// test gives a process a marker of its own, such as a unique sleep length.
 pub fn alive(marker: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3)) == Some("Z");
-        !zombie
-            && String::from_utf8_lossy(&cmd)
-                .replace('\0', " ")
-                .contains(marker)
-    })
+    !running(marker).is_empty()
+}
+
+/// The processes (not zombies) whose command line holds `marker`, each as its `/proc/PID/stat`
+/// line, for a failure message to show what was left.
+pub fn running(marker: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let zombie = stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3)) == Some("Z");
+            (!zombie
+                && String::from_utf8_lossy(&cmd)
+                    .replace('\0', " ")
+                    .contains(marker))
+            .then(|| stat.trim().to_string())
+        })
+        .collect()
 }
 
 /// Waits (up to 3 s) for every process with `marker` to end; fails the test if one is left.

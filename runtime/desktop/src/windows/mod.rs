@@ -1,5 +1,6 @@
 //! The Windows backend: Win32 for windows, pixels and input (`win32`), UI Automation on a
-//! thread of its own for controls (`uia`), arboard for the clipboard. It type-checks and its
+//! thread of its own for controls (`uia`), arboard for the clipboard. Where UI Automation
+//! cannot start (Wine), the rest still serves and the control steps say why they cannot. It type-checks and its
 //! pure parts are unit-tested under Wine in CI; it has not run on a real Windows desktop.
 
 mod uia;
@@ -11,7 +12,8 @@ use crate::model::{Button, Capture, Control, ControlHandle, Rect, WindowInfo};
 
 /// The desktop of the session gantry runs in.
 pub struct Desktop {
-    uia: uia::Automation,
+    /// UI Automation, or why it could not start.
+    uia: Result<uia::Automation, String>,
     pub(crate) clipboard: crate::clipboard::Clipboard,
 }
 
@@ -23,7 +25,7 @@ impl std::fmt::Debug for Desktop {
 
 #[allow(missing_docs)]
 impl Desktop {
-    /// Starts UI Automation and checks the session has a screen.
+    /// Checks the session has a screen and starts UI Automation.
     pub fn connect() -> Result<Desktop, DesktopError> {
         win32::dpi_aware();
         let s = win32::screen();
@@ -32,15 +34,39 @@ impl Desktop {
                 "this session has no interactive desktop".into(),
             ));
         }
+        let uia = uia::Automation::start().map_err(|e| match e {
+            DesktopError::Unavailable(why) => why,
+            other => other.to_string(),
+        });
+        if let Err(e) = &uia {
+            tracing::warn!(error = %e, "UI Automation is unavailable: windows, screenshots, the pointer, the keyboard and the clipboard work; controls and refs do not");
+        }
         Ok(Desktop {
-            uia: uia::Automation::start()?,
+            uia,
             clipboard: crate::clipboard::Clipboard::default(),
         })
     }
 
     pub fn describe(&self) -> String {
         let s = win32::screen();
-        format!("Windows desktop ({}x{}, primary screen)", s.w, s.h)
+        let controls = if self.uia.is_ok() {
+            ""
+        } else {
+            ", no UI Automation"
+        };
+        format!(
+            "Windows desktop ({}x{}, primary screen{controls})",
+            s.w, s.h
+        )
+    }
+
+    /// UI Automation, or the step's error naming why it is missing.
+    fn automation(&self) -> Result<&uia::Automation, DesktopError> {
+        self.uia.as_ref().map_err(|e| {
+            DesktopError::Failed(format!(
+                "controls and refs are unavailable on this system ({e}); act on a screenshot's coordinates (click, type, keypress) instead"
+            ))
+        })
     }
 
     pub fn screen(&self) -> Rect {
@@ -108,15 +134,15 @@ impl Desktop {
         window: &WindowInfo,
         max: usize,
     ) -> Result<Vec<Control>, DesktopError> {
-        self.uia.controls(window.id, max).await
+        self.automation()?.controls(window.id, max).await
     }
 
     pub async fn locate(&self, h: &ControlHandle) -> Result<Option<Rect>, DesktopError> {
-        self.uia.locate(h).await
+        self.automation()?.locate(h).await
     }
 
     pub async fn press(&self, h: &ControlHandle) -> Result<String, DesktopError> {
-        self.uia.press(h).await
+        self.automation()?.press(h).await
     }
 
     pub async fn set_value(
@@ -125,10 +151,10 @@ impl Desktop {
         text: &str,
         _editable: bool,
     ) -> Result<&'static str, DesktopError> {
-        self.uia.set_value(h, text).await
+        self.automation()?.set_value(h, text).await
     }
 
     pub async fn focus_control(&self, h: &ControlHandle) -> Result<(), DesktopError> {
-        self.uia.focus(h).await
+        self.automation()?.focus(h).await
     }
 }

@@ -64,6 +64,10 @@ impl Automation {
             Ok(Ok(())) => Ok(Automation {
                 jobs: std::sync::Mutex::new(tx),
             }),
+            // Wine's gives no reason.
+            Ok(Err(e)) if e.trim().is_empty() => Err(DesktopError::Unavailable(
+                "UI Automation cannot start".into(),
+            )),
             Ok(Err(e)) => Err(DesktopError::Unavailable(format!(
                 "UI Automation cannot start: {e}"
             ))),

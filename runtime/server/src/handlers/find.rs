@@ -86,10 +86,12 @@ pub(super) fn run(
         id: path.to_string_lossy().into_owned(),
         inside_root: roots.contains(path),
         gantry_owned: roots.is_gantry_owned(path),
+        client_launch: roots.is_client_launch(path),
+        client_launch_dir: false,
         kind: "file".into(),
     };
-    // Asked inside the search, about each file with a result, before the result takes a
-    // place on the page: a forbidden file leaves no trace in the answer.
+    // Asked inside the search, about each file before it is read or counted: a forbidden
+    // file leaves no trace in the answer, not even in the count of files searched.
     let admit = |path: &std::path::Path| cx.permits(actions::FIND, &resource_of(path));
     let found = search::search(&bases, &query, &admit)?;
     if found.unreadable > 0 && found.files == 0 {

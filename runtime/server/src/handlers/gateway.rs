@@ -30,8 +30,18 @@ fn listed_name_ok(name: &str) -> bool {
 }
 
 impl GatewayTools {
-    /// The servers of `[gateway.servers]`; none is started until it is needed.
-    pub fn new(servers: Vec<(String, UpstreamConfig)>) -> GatewayTools {
+    /// The servers of `[gateway.servers]`; none is started until it is needed. A stdio
+    /// server runs in a cgroup of `terminal`'s where it makes them.
+    pub fn new(
+        servers: Vec<(String, UpstreamConfig)>,
+        terminal: &Arc<terminal::Registry>,
+    ) -> GatewayTools {
+        let registry = Arc::downgrade(terminal);
+        let contain: upstream::Contain = Arc::new(move || {
+            let group = registry.upgrade()?.new_group()?;
+            let guard: Box<dyn std::any::Any + Send + Sync> = Box::new(group.clone());
+            Some((group.join_prefix(), guard))
+        });
         let waits = |config: &UpstreamConfig| {
             let own = config
                 .timeout()
@@ -39,9 +49,13 @@ impl GatewayTools {
                 .flatten()
                 .unwrap_or(std::time::Duration::MAX);
             Waits {
+                // The answer's JSON-RPC envelope around a result at the limit.
+                max_message: limits::upstream::MAX_RESULT.as_usize() + (64 << 10),
                 start: limits::upstream::START_TIMEOUT.duration().min(own),
                 list: limits::upstream::LIST_TIMEOUT.duration().min(own),
                 call: limits::upstream::CALL_TIMEOUT.duration().min(own),
+                first_retry: limits::upstream::RETRY_AFTER.duration(),
+                last_retry: limits::upstream::RETRY_AFTER.duration(),
             }
         };
         GatewayTools {
@@ -50,7 +64,7 @@ impl GatewayTools {
                     .into_iter()
                     .map(|(name, config)| {
                         let waits = waits(&config);
-                        Upstream::new(name, config, waits)
+                        Upstream::new(name, config, waits, Some(contain.clone()))
                     })
                     .collect(),
             ),
@@ -130,6 +144,28 @@ impl GatewayTools {
     }
 }
 
+/// Another MCP server's content blocks as gantry's reply: its text blocks joined, images and
+/// audio kept, links and embedded resources as the JSON they are (nothing is dropped).
+pub(super) fn content_of(blocks: Vec<ContentBlock>) -> (String, Vec<Content>) {
+    let mut texts = Vec::new();
+    let mut extra = Vec::new();
+    for block in blocks {
+        match block {
+            ContentBlock::Text(t) => texts.push(t.text),
+            ContentBlock::Image(i) => extra.push(Content::Image {
+                data: i.data,
+                mime: i.mime_type,
+            }),
+            ContentBlock::Audio(a) => extra.push(Content::Audio {
+                data: a.data,
+                mime: a.mime_type,
+            }),
+            other => texts.push(serde_json::to_string(&other).unwrap_or_default()),
+        }
+    }
+    (texts.join("\n"), extra)
+}
+
 /// An upstream result as gantry's reply: its text blocks joined, images and audio kept,
 /// `structuredContent` passed through; over the size limit it is refused whole.
 fn encode(server: &str, result: CallToolResult) -> Result<Encoded, ToolError> {
@@ -143,27 +179,11 @@ fn encode(server: &str, result: CallToolResult) -> Result<Encoded, ToolError> {
             ),
         ));
     }
-    let mut texts = Vec::new();
-    let mut extra = Vec::new();
-    for block in result.content {
-        match block {
-            ContentBlock::Text(t) => texts.push(t.text),
-            ContentBlock::Image(i) => extra.push(Content::Image {
-                data: i.data,
-                mime: i.mime_type,
-            }),
-            ContentBlock::Audio(a) => extra.push(Content::Audio {
-                data: a.data,
-                mime: a.mime_type,
-            }),
-            // Links and embedded resources, as the JSON they are: nothing is dropped.
-            other => texts.push(serde_json::to_string(&other).unwrap_or_default()),
-        }
-    }
+    let (text, extra) = content_of(result.content);
     Ok(Encoded {
         structured: result.structured_content,
         meta: None,
-        text: texts.join("\n"),
+        text,
         extra,
         failed: result.is_error == Some(true),
     })
@@ -205,6 +225,7 @@ impl GatewayHandlers for GatewayTools {
         let call = UpstreamCall {
             tool: tool.to_string(),
             arguments,
+            meta: None,
         };
         let call = cx.authorize(actions::UPSTREAM, &Self::resource(server, &declared), call)?;
         encode(server, upstream.call(call).await?)

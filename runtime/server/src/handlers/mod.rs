@@ -8,6 +8,7 @@ mod exec;
 mod file;
 mod find;
 mod gateway;
+mod hosts;
 mod read;
 mod session;
 mod shell;
@@ -214,5 +215,6 @@ impl CoreHandlers for CoreTools {
 
 pub use desktop::DesktopTools;
 pub use gateway::GatewayTools;
+pub use hosts::{HUB_CALL_META, HostsTools};
 pub use shell::ShellTools;
 pub use zodex::ZodexTools;

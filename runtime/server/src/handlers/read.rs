@@ -182,6 +182,8 @@ fn authorize_spill(
         // Opened below the spill directory, one component at a time, never through a link.
         root: Some(outputs.spill_dir().to_path_buf()),
         gantry_owned: false,
+        client_launch: false,
+        client_launch_dir: false,
         kind: Kind::File,
     };
     let session = generated::resources::Session { id: id.to_string() };

@@ -29,6 +29,8 @@ pub struct ShellTools {
     programs: Arc<Programs>,
     /// `[shell] allowed_commands`; `*` allows any.
     allowed: Arc<Vec<String>>,
+    /// `[shell] runs_files`: programs that run what the working tree says.
+    runs_files: Arc<Vec<String>>,
 }
 
 impl ShellTools {
@@ -38,17 +40,31 @@ impl ShellTools {
         roots: Arc<LiveRoots>,
         terminal: Arc<terminal::Registry>,
         allowed: Vec<String>,
+        runs_files: Vec<String>,
     ) -> Self {
         Self {
             roots,
             terminal,
             programs: Arc::default(),
             allowed: Arc::new(allowed),
+            runs_files: Arc::new(runs_files),
         }
     }
 
-    fn allows(&self, command: &str) -> bool {
-        self.allowed.iter().any(|a| a == "*" || a == command)
+    /// Whether `command`, which starts `program`, is on the allow-list (by Windows' own
+    /// naming rules there: see [`terminal::programs::allow_list_names`]).
+    fn allows(&self, command: &str, program: &std::path::Path) -> bool {
+        self.allowed
+            .iter()
+            .any(|a| a == "*" || terminal::programs::allow_list_names(a, command, program))
+    }
+
+    /// Whether the program, by the name given or the file it resolves to, is one that runs
+    /// files of the working tree (see [`config::runs_files`]).
+    fn runs_files(&self, given: &str, program: &std::path::Path) -> bool {
+        [std::path::Path::new(given), program]
+            .iter()
+            .any(|p| config::runs_files(&self.runs_files, p))
     }
 }
 
@@ -465,13 +481,16 @@ impl ShellHandlers for ShellTools {
             )
         })?;
         let inside_root = roots.contains(&program);
-        let allowed = self.allows(&args.command);
+        let allowed = self.allows(&args.command, &program);
+        let runs_files = self.runs_files(&args.command, &program);
         let display_env = env.keys().any(|k| DISPLAY_VARS.contains(&k.as_str()));
         let probe = Program {
             id: args.command.clone(),
             allowed,
             inside_root,
             display_env: true,
+            runs_files,
+            any_program: self.allowed.iter().any(|a| a == "*"),
         };
         let env_remove = if cx.permits(actions::SHELL_EXEC, &probe) {
             Vec::new()
@@ -496,12 +515,15 @@ impl ShellHandlers for ShellTools {
             timeout,
             max_output: limits::shell_exec::MAX_OUTPUT.as_usize(),
             launcher: self.terminal.launcher(),
+            group: self.terminal.new_group(),
         };
         let resource = Program {
             id: args.command,
             allowed,
             inside_root,
             display_env,
+            runs_files,
+            any_program: self.allowed.iter().any(|a| a == "*"),
         };
         let run = cx.authorize(actions::SHELL_EXEC, &resource, run)?;
         let o = program::run(&self.programs, run).await?;

@@ -98,11 +98,25 @@ pub fn exec_confined(write: &[PathBuf], tmp: &Path, command: &[OsString]) -> Str
     #[cfg(target_os = "linux")]
     {
         use landlock::{
-            ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
-            RulesetStatus, path_beneath_rules,
+            ABI, AccessFs, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
+            RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
         };
-        let mut writable: Vec<PathBuf> = write.to_vec();
-        writable.push(tmp.to_path_buf());
+        // The roots and the temp directory are opened from `/` without following a link:
+        // Landlock grants what a descriptor is, and a root (or a directory above it) swapped
+        // for a link by an earlier command must not turn into a grant of where it points.
+        let mut dirs = Vec::new();
+        for dir in write.iter().chain([&tmp.to_path_buf()]) {
+            match confine::open_dir_nofollow(dir) {
+                Ok(fd) => dirs.push(fd),
+                Err(e) => {
+                    return format!(
+                        "sandbox-exec: {} is not where the roots were read ({e}); the command was not run",
+                        dir.display()
+                    );
+                }
+            }
+        }
+        let mut writable: Vec<PathBuf> = Vec::new();
         writable.extend(
             WRITABLE_DEVICES
                 .iter()
@@ -119,6 +133,12 @@ pub fn exec_confined(write: &[PathBuf], tmp: &Path, command: &[OsString]) -> Str
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(access)
             .and_then(|r| r.create())
+            .and_then(|r| {
+                r.add_rules(
+                    dirs.into_iter()
+                        .map(|fd| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd, access))),
+                )
+            })
             .and_then(|r| r.add_rules(path_beneath_rules(&writable, access)))
             .and_then(|r| r.restrict_self());
         match restricted {

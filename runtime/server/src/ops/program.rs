@@ -40,6 +40,9 @@ pub struct ProgramRun {
     pub max_output: usize,
     /// The confinement launcher to start it through (empty: none).
     pub launcher: Vec<OsString>,
+    /// The cgroup it runs in, ended with its run (none where cgroups cannot be used: its
+    /// process group still is).
+    pub group: Option<Arc<terminal::cgroup::Group>>,
 }
 
 /// How a run ended.
@@ -104,28 +107,48 @@ impl Programs {
 struct Running<'a> {
     programs: &'a Programs,
     pid: Option<u32>,
+    /// Windows: the job object the program was put in, which ends what it started too.
+    #[cfg(windows)]
+    job: Option<terminal::process_tree::JobObject>,
 }
 
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid {
-            kill_group(pid);
+impl Running<'_> {
+    /// Ends the program and whatever it started: its process group on Unix, its job object
+    /// on Windows.
+    fn end_tree(&self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self
+            .pid
+            .and_then(|pid| i32::try_from(pid).ok())
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+        #[cfg(windows)]
+        if let Some(job) = &self.job {
+            job.terminate();
+        }
+    }
+
+    /// Ends the tree and forgets the program (its run is over).
+    fn finish(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            self.end_tree();
             self.programs.lock().remove(&pid);
         }
     }
 }
 
-/// Ends `pid`'s process group (Unix), whatever it still runs.
-fn kill_group(pid: u32) {
-    #[cfg(unix)]
-    if let Some(pgid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    {
-        let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.finish();
     }
-    #[cfg(not(unix))]
-    let _ = pid;
+}
+
+/// Ends everything in `group`, waiting (off the runtime's threads) up to a second for it.
+async fn end_cgroup(group: &Arc<terminal::cgroup::Group>) {
+    let group = group.clone();
+    let _ = tokio::task::spawn_blocking(move || group.kill(Duration::from_secs(1))).await;
 }
 
 /// What a pipe gave so far: at most the cap, and whether more came.
@@ -177,15 +200,23 @@ pub async fn run(
             format!("{AT_ONCE} programs are running already; retry when one ends"),
         )
     })?;
-    let mut cmd = match run.launcher.split_first() {
-        Some((launcher, first)) => {
-            let mut c = tokio::process::Command::new(launcher);
-            c.args(first).arg(&run.program);
-            c
-        }
-        None => tokio::process::Command::new(&run.program),
+    // [join its cgroup] [confinement launcher] program args: it is in its cgroup before
+    // anything of it runs, so what it detaches ends with the run too.
+    let argv: Vec<OsString> = run
+        .group
+        .as_ref()
+        .map(|g| g.join_prefix())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(run.launcher.iter().cloned())
+        .chain([run.program.clone().into_os_string()])
+        .collect();
+    let Some((first, rest)) = argv.split_first() else {
+        return Err(ToolError::invalid_input("command: name a program"));
     };
-    cmd.args(&run.args)
+    let mut cmd = tokio::process::Command::new(first);
+    cmd.args(rest)
+        .args(&run.args)
         .current_dir(&run.cwd)
         .envs(&run.env)
         .stdin(std::process::Stdio::null())
@@ -204,6 +235,10 @@ pub async fn run(
     let mut running = Running {
         programs,
         pid: child.id(),
+        #[cfg(windows)]
+        job: child
+            .id()
+            .and_then(|pid| terminal::process_tree::JobObject::for_process(pid).ok()),
     };
     if let Some(pid) = running.pid {
         programs
@@ -228,15 +263,17 @@ pub async fn run(
             .await
             .is_err()
     {
-        if let Some(pid) = running.pid {
-            kill_group(pid);
+        running.end_tree();
+        if let Some(group) = &run.group {
+            end_cgroup(group).await;
         }
         let _ = child.kill().await;
         let _ = tokio::time::timeout(Duration::from_secs(1), &mut readers).await;
     }
-    if let Some(pid) = running.pid.take() {
-        kill_group(pid);
-        programs.lock().remove(&pid);
+    running.finish();
+    if let Some(group) = &run.group {
+        // What it detached from its process group (`setsid`) is still in its cgroup.
+        end_cgroup(group).await;
     }
     let (stdout, more_out) = take(&out);
     let (stderr, more_err) = take(&err);

@@ -233,9 +233,9 @@ fn glob_matcher(glob: &str) -> Result<globset::GlobMatcher, ToolError> {
 }
 
 /// Runs `query` under each base (files or directories already authorized). `admit` is asked
-/// about each file that has a result, before the result counts for anything: a file it
-/// refuses leaves no trace (no result, no place on the page, no count), so what a forbidden
-/// file contains cannot be learnt from the answer.
+/// about each file before it is read or counted: a file it refuses leaves no trace (no
+/// result, no place on the page, not in the count of files searched), so neither what a
+/// forbidden file contains nor that it exists can be learnt from the answer.
 pub fn search(
     bases: &[Authorized<Resolved>],
     query: &Query,
@@ -324,11 +324,14 @@ pub fn search(
             if !shared.could_enter(&shown) {
                 return Flow::Continue;
             }
+            // Asked before the file is read or counted: a file a policy hides is not searched,
+            // and the count of files searched says nothing about it.
+            if !admit(found.path) {
+                return Flow::Continue;
+            }
             shared.files.fetch_add(1, Ordering::Relaxed);
             if let Some(g) = &name_glob {
-                if (g.is_match(&rel_shown) || rel.file_name().is_some_and(|n| g.is_match(n)))
-                    && admit(found.path)
-                {
+                if g.is_match(&rel_shown) || rel.file_name().is_some_and(|n| g.is_match(n)) {
                     shared.offer(vec![Hit {
                         path: found.path.to_path_buf(),
                         shown,
@@ -382,7 +385,7 @@ pub fn search(
                         long_lines.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                if !sink.hits.is_empty() && admit(found.path) {
+                if !sink.hits.is_empty() {
                     shared.offer(sink.hits);
                 }
             }
