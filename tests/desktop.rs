@@ -14,6 +14,16 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::support::{Sandbox, call, facts, is_error, text, workspace};
 
+/// The master switch of the desktop session, off in a fresh config.
+const HOST_DISPLAY: &str = "[permissions]\nhost_display = true\n";
+
+/// A sandbox whose config turns the desktop session on.
+fn sandbox() -> Sandbox {
+    let sb = Sandbox::new();
+    sb.config(HOST_DISPLAY);
+    sb
+}
+
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Whether there is a display to test on; where `tests/run` made one, there must be.
@@ -182,7 +192,7 @@ async fn observe_lists_the_window_its_controls_and_takes_screenshots() {
     }
     let _turn = ONE_AT_A_TIME.lock().await;
     let app = App::start("observe", &[]).await;
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let client = desktop(&sb, &[]).await;
     let id = window_id(&client, &app.title).await;
     let listing = text(&call(&client, "observe", json!({ "what": "windows" })).await);
@@ -272,7 +282,7 @@ async fn click_ref_presses_the_button_and_verify_sees_the_label_change() {
     }
     let _turn = ONE_AT_A_TIME.lock().await;
     let mut app = App::start("click", &[]).await;
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let client = desktop(&sb, &[]).await;
     let id = window_id(&client, &app.title).await;
     let snap = controls(&client, &id).await;
@@ -319,7 +329,7 @@ async fn typed_unicode_reaches_the_entry_and_reads_back() {
     }
     let _turn = ONE_AT_A_TIME.lock().await;
     let mut app = App::start("type", &[]).await;
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let client = desktop(&sb, &[]).await;
     let id = window_id(&client, &app.title).await;
     let entry = ref_of(&controls(&client, &id).await, "text \"Message\"");
@@ -364,7 +374,7 @@ async fn drag_scroll_and_a_key_chord_reach_the_app() {
     }
     let _turn = ONE_AT_A_TIME.lock().await;
     let mut app = App::start("pointer", &[]).await;
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let client = desktop(&sb, &[]).await;
     let f = frame(&client).await;
     let (sx, sy, sw, sh) = app.geom("slider");
@@ -402,7 +412,7 @@ async fn the_clipboard_round_trips_with_other_programs() {
         return;
     }
     let _turn = ONE_AT_A_TIME.lock().await;
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let client = desktop(&sb, &[]).await;
     let r = computer(
         &client,
@@ -457,7 +467,7 @@ async fn a_stale_ref_and_a_moved_window_fail_their_step_and_stop_the_batch() {
     }
     let _turn = ONE_AT_A_TIME.lock().await;
     let mut app = App::start("stale", &[]).await;
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let client = desktop(&sb, &[]).await;
     let id = window_id(&client, &app.title).await;
     let old = ref_of(&controls(&client, &id).await, "\"Press me\"");
@@ -510,7 +520,7 @@ async fn read_only_keeps_observe_and_refuses_typing() {
     }
     let _turn = ONE_AT_A_TIME.lock().await;
     let mut app = App::start("readonly", &[]).await;
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let client = desktop(&sb, &["--read-only"]).await;
     let id = window_id(&client, &app.title).await;
     assert!(controls(&client, &id).await.contains("Press me"));
@@ -529,6 +539,326 @@ async fn read_only_keeps_observe_and_refuses_typing() {
     client.cancel().await.unwrap();
 }
 
+/// `host_display` is the master switch of the desktop session, off in a fresh config: the
+/// Desktop connector lists nothing and refuses what a client sends anyway, commands (Core's
+/// and shell.exec's) run without the session's variables and cannot put them back, and
+/// shell.exec refuses screen-capture programs and capture arguments; switched on, each of
+/// those reaches the display.
+#[tokio::test]
+async fn the_desktop_session_needs_the_host_display_master_switch() {
+    if !display() {
+        return;
+    }
+    let display = std::env::var("DISPLAY").unwrap();
+    let allow = "[shell]\nallowed_commands = [\"xdpyinfo\", \"echo\", \"printenv\"]\n";
+    for on in [false, true] {
+        let sb = Sandbox::new();
+        let switch = if on { HOST_DISPLAY } else { "" };
+        sb.config(&format!("{switch}{allow}"));
+        let client = desktop(&sb, &[]).await;
+        let tools = client.list_all_tools().await.unwrap();
+        assert_eq!(tools.is_empty(), !on, "{tools:?}");
+        let r = call(&client, "observe", json!({ "what": "windows" })).await;
+        if on {
+            assert!(!is_error(&r), "{}", text(&r));
+        } else {
+            assert!(
+                text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("`host_display`"),
+                "{}",
+                text(&r)
+            );
+        }
+        client.cancel().await.unwrap();
+
+        let core = sb.stdio(&[]).await;
+        let r = call(
+            &core,
+            "exec_command",
+            json!({ "cmd": "echo \"display=${DISPLAY:-none}\"" }),
+        )
+        .await;
+        let seen = if on { display.as_str() } else { "none" };
+        assert!(
+            text(&r).contains(&format!("display={seen}")),
+            "on={on}: {}",
+            text(&r)
+        );
+        let r = call(
+            &core,
+            "exec_command",
+            json!({ "cmd": "true", "env": { "DISPLAY": display } }),
+        )
+        .await;
+        assert_eq!(is_error(&r), !on, "on={on}: {}", text(&r));
+        core.cancel().await.unwrap();
+
+        let shell = sb.stdio(&["--connector", "shell"]).await;
+        let printenv = call(
+            &shell,
+            "shell.exec",
+            json!({ "command": "printenv", "args": ["DISPLAY"] }),
+        )
+        .await;
+        let out = printenv.structured_content.clone().unwrap_or_default();
+        assert_eq!(
+            out["stdout"].as_str().map(str::trim),
+            Some(if on { display.as_str() } else { "" }),
+            "on={on}: {}",
+            text(&printenv)
+        );
+        for (command, args) in [("xdpyinfo", vec![]), ("echo", vec!["-f", "X11GRAB"])] {
+            let r = call(
+                &shell,
+                "shell.exec",
+                json!({ "command": command, "args": args }),
+            )
+            .await;
+            if on {
+                assert!(!is_error(&r), "{}", text(&r));
+                let out = r.structured_content.clone().unwrap_or_default();
+                assert_eq!(out["exit_code"], 0, "{command}: {}", text(&r));
+            } else {
+                assert!(
+                    text(&r).starts_with("COMMAND_NOT_ALLOWED")
+                        && text(&r).contains("`host_display`")
+                        && text(&r).contains("shell.display_programs"),
+                    "{command}: {}",
+                    text(&r)
+                );
+            }
+        }
+        shell.cancel().await.unwrap();
+    }
+}
+
+/// The Shell connector's screen and input tools (seed 002's shapes) on the same desktop:
+/// a capture kept as a frame with the windows listed, a click, typing and a chord reaching the
+/// app, each a step of its own that yields to the person at the computer; with `control` off
+/// the input tools are neither listed nor run.
+#[tokio::test]
+async fn the_shell_connectors_screen_and_input_tools_reach_the_app() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut app = App::start("shellinput", &[]).await;
+    let sb = sandbox();
+    let shell = sb.stdio(&["--connector", "shell"]).await;
+    let names: Vec<String> = shell
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for tool in [
+        "screen.capture",
+        "input.click",
+        "input.move",
+        "input.type",
+        "input.key",
+    ] {
+        assert!(names.contains(&tool.to_string()), "{tool}: {names:?}");
+    }
+    let r = call(&shell, "screen.capture", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let f = facts(&r)["frame"].as_str().unwrap().to_string();
+    assert!(r.content.iter().any(|c| c.as_image().is_some()));
+    assert!(text(&r).contains(&app.title), "{}", text(&r));
+
+    let (x, y) = app.centre("button");
+    let r = call(&shell, "input.click", json!({ "frame": f, "x": x, "y": y })).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(text(&r).starts_with("ok (pointer)"), "{}", text(&r));
+    app.expect("clicked 1").await;
+
+    let (ex, ey) = app.centre("entry");
+    let r = call(
+        &shell,
+        "input.click",
+        json!({ "frame": f, "x": ex, "y": ey }),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let r = call(&shell, "input.type", json!({ "text": "héllo ✓" })).await;
+    assert!(text(&r).starts_with("ok (keyboard)"), "{}", text(&r));
+    app.expect("entry héllo ✓").await;
+    let r = call(&shell, "input.key", json!({ "keys": "ctrl+shift+k" })).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(app.printed_within("chord", 3000).await, "{:?}", app.seen);
+
+    // The person at the computer moved the mouse after gantry's last step: the next one
+    // waits for them (BUSY), and the one after runs.
+    let r = call(&shell, "input.move", json!({ "frame": f, "x": 5, "y": 5 })).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    xdotool(&["mousemove", "40", "40"]);
+    let click = json!({ "frame": f, "x": x, "y": y });
+    let r = call(&shell, "input.click", click.clone()).await;
+    assert!(
+        text(&r).starts_with("BUSY") && text(&r).contains("the user moved the mouse"),
+        "{}",
+        text(&r)
+    );
+    assert!(!app.printed_within("clicked 2", 300).await);
+    let r = call(&shell, "input.click", click.clone()).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    app.expect("clicked 2").await;
+
+    // A field the tool does not have is named.
+    let r = call(
+        &shell,
+        "input.click",
+        json!({ "frame": "f999", "x": 1, "y": 1 }),
+    )
+    .await;
+    assert!(is_error(&r) && text(&r).contains("frame"), "{}", text(&r));
+    shell.cancel().await.unwrap();
+
+    sb.config(&format!("{HOST_DISPLAY}control = false\n"));
+    let shell = sb.stdio(&["--connector", "shell"]).await;
+    let names: Vec<String> = shell
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"screen.capture".to_string()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("input.")), "{names:?}");
+    let r = call(&shell, "input.click", click).await;
+    assert!(
+        text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("`control`"),
+        "{}",
+        text(&r)
+    );
+    assert!(!app.printed_within("clicked 3", 300).await);
+    shell.cancel().await.unwrap();
+}
+
+/// browser.open hands an http(s) address, normalized, as one argument to the configured
+/// command (a fixture that records its arguments), never through a shell; other schemes,
+/// credentials and hosts the config does not list are refused with nothing started; without
+/// `host_display` it is neither listed nor run.
+#[tokio::test]
+async fn browser_open_starts_the_configured_browser_with_http_addresses_only() {
+    if !display() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let log = sb.path("opened.log");
+    let browser = sb.path("bin/browser");
+    std::fs::create_dir_all(browser.parent().unwrap()).unwrap();
+    std::fs::write(
+        &browser,
+        format!("#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{}'\n", log.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &browser,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let browser_config = |hosts: &str| {
+        format!(
+            "{HOST_DISPLAY}[browser]\ncommand = [{:?}, \"--new-tab\", \"{{url}}\"]\nhosts = [{hosts}]\n",
+            browser.display().to_string()
+        )
+    };
+    let opened = || std::fs::read_to_string(&log).unwrap_or_default();
+    let wait_for = |want: String| async move {
+        for _ in 0..100 {
+            if opened().contains(&want) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the browser was not given {want:?}: {:?}", opened());
+    };
+
+    sb.config(&browser_config(""));
+    let shell = sb.stdio(&["--connector", "shell"]).await;
+    let r = call(
+        &shell,
+        "browser.open",
+        json!({ "url": "https://Example.COM/a b?q=$(touch x)#top" }),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let out = r.structured_content.clone().unwrap_or_default();
+    let url = "https://example.com/a%20b?q=$(touch%20x)#top";
+    assert_eq!(out["url"], url, "{out}");
+    wait_for(format!("--new-tab\n{url}\n")).await;
+    for (bad, why) in [
+        ("file:///etc/passwd", "only http and https"),
+        ("javascript:alert(1)", "only http and https"),
+        ("data:text/html,<b>x</b>", "only http and https"),
+        ("https://user:secret@example.com/", "user name or password"),
+        ("example.com", "not an absolute address"),
+    ] {
+        let r = call(&shell, "browser.open", json!({ "url": bad })).await;
+        assert!(
+            is_error(&r) && text(&r).contains(why),
+            "{bad}: {}",
+            text(&r)
+        );
+    }
+    shell.cancel().await.unwrap();
+
+    sb.config(&browser_config("\"*.docs.rs\""));
+    let shell = sb.stdio(&["--connector", "shell"]).await;
+    let r = call(
+        &shell,
+        "browser.open",
+        json!({ "url": "https://evil.test/" }),
+    )
+    .await;
+    assert!(
+        text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("[browser] hosts"),
+        "{}",
+        text(&r)
+    );
+    let r = call(
+        &shell,
+        "browser.open",
+        json!({ "url": "http://serde.docs.rs/" }),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    wait_for("http://serde.docs.rs/\n".into()).await;
+    shell.cancel().await.unwrap();
+    let lines = opened().lines().count();
+    assert_eq!(
+        lines,
+        4,
+        "only the two allowed calls started it: {:?}",
+        opened()
+    );
+
+    sb.config(&browser_config("").replace(HOST_DISPLAY, ""));
+    let shell = sb.stdio(&["--connector", "shell"]).await;
+    let names: Vec<String> = shell
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(!names.contains(&"browser.open".to_string()), "{names:?}");
+    let r = call(
+        &shell,
+        "browser.open",
+        json!({ "url": "https://example.com/" }),
+    )
+    .await;
+    assert!(
+        text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("`host_display`"),
+        "{}",
+        text(&r)
+    );
+    shell.cancel().await.unwrap();
+    assert_eq!(opened().lines().count(), lines);
+}
+
 #[tokio::test]
 async fn control_off_refuses_pointer_steps_one_by_one() {
     if !display() {
@@ -537,7 +867,7 @@ async fn control_off_refuses_pointer_steps_one_by_one() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let mut app = App::start("nocontrol", &[]).await;
     let sb = Sandbox::new();
-    sb.config("[permissions]\ncontrol = false\n");
+    sb.config(&format!("{HOST_DISPLAY}control = false\n"));
     let client = desktop(&sb, &[]).await;
     let f = frame(&client).await;
     let (x, y) = app.centre("button");
@@ -573,7 +903,7 @@ async fn the_user_moving_the_mouse_stops_the_batch_unless_turned_off() {
     let (x, y) = app.centre("button");
     for (config, stops) in [("", true), ("[desktop]\nyield_to_user = false\n", false)] {
         let sb = Sandbox::new();
-        sb.config(config);
+        sb.config(&format!("{HOST_DISPLAY}{config}"));
         let client = desktop(&sb, &[]).await;
         let f = frame(&client).await;
         let batch = computer(
@@ -611,7 +941,7 @@ async fn a_policy_hides_an_app_from_lists_and_screenshots_and_refuses_its_input(
     }
     let _turn = ONE_AT_A_TIME.lock().await;
     let mut app = App::start("policy", &[]).await;
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let policies = sb.path("policies");
     std::fs::create_dir_all(&policies).unwrap();
     std::fs::write(
@@ -665,6 +995,7 @@ async fn a_policy_hides_an_app_from_lists_and_screenshots_and_refuses_its_input(
 #[tokio::test]
 async fn without_a_display_the_desktop_connector_is_not_served() {
     let sb = Sandbox::new();
+    sb.config(HOST_DISPLAY);
     let mut cmd = sb.serve(
         std::path::Path::new(crate::support::gantry()),
         &["--port", "0"],

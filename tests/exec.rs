@@ -506,7 +506,7 @@ async fn the_desktop_session_stays_out_of_reach_without_desktop_permissions() {
     .await;
     assert_eq!(
         text(&r),
-        "PERMISSION_DENIED: `exec_command` denied: the command's environment would reach the desktop session, which needs both the `screen` and `control` permissions (policy `exec.desktop_session` in policies/base/exec.cedar)"
+        "PERMISSION_DENIED: `exec_command` denied: the command's environment would reach the desktop session, which needs the `host_display` master switch and both the `screen` and `control` permissions (policy `exec.desktop_session` in policies/base/exec.cedar)"
     );
     let r = call(
         &client,

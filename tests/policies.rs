@@ -269,7 +269,9 @@ fn check_names_roots_and_state_and_warns_about_exposure_and_masked_permissions()
     );
     if !cfg!(windows) {
         assert!(
-            stderr.contains("warning: permission(s) `screen`") && stderr.contains("no desktop"),
+            stderr.contains("warning: permission(s) ")
+                && stderr.contains("`screen`")
+                && stderr.contains("no desktop"),
             "{stderr}"
         );
     }

@@ -538,7 +538,7 @@ async fn a_wine_window_is_listed_captured_and_typed_into() {
         return;
     }
     let sb = Sandbox::new();
-    sb.config("");
+    sb.config("[permissions]\nhost_display = true\n");
     // Opened on a file of its own, so its process is known by that name and ended after.
     let page = sb.path("wine-desktop-page.txt");
     std::fs::write(&page, "").unwrap();

@@ -5,6 +5,7 @@
 //!
 //! A leaf: it imports nothing of the server, so every other crate may read settings.
 
+pub mod browser;
 pub mod cli;
 pub mod client_setup;
 pub mod edit;
@@ -16,6 +17,7 @@ pub mod urls;
 pub mod worker_kinds;
 
 pub use settings::{
-    ConfigError, DEFAULT_HOST, DEFAULT_PORT, DEFAULT_RUNS_FILES, DEFAULT_SESSION_IDLE, Settings,
-    default_config_path, default_state_dir, from_env_or_flag, runs_files,
+    ConfigError, DEFAULT_DISPLAY_PROGRAMS, DEFAULT_HOST, DEFAULT_PORT, DEFAULT_RUNS_FILES,
+    DEFAULT_SESSION_IDLE, DISPLAY_CAPTURE_ARGUMENTS, Settings, asks_for_a_capture,
+    default_config_path, default_state_dir, from_env_or_flag, names_program,
 };

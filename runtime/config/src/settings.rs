@@ -67,6 +67,7 @@ struct ConfigFile {
     desktop: Option<DesktopSection>,
     zodex: Option<ZodexSection>,
     shell: Option<ShellSection>,
+    browser: Option<crate::browser::BrowserConfig>,
     gateway: Option<GatewaySection>,
     /// The user's other machines, by name.
     #[serde(default)]
@@ -121,6 +122,8 @@ struct ShellSection {
     allowed_commands: Vec<String>,
     /// Programs that run what the working tree or its config says (replaces the default list).
     runs_files: Option<Vec<String>>,
+    /// Programs that capture the screen or drive its input (replaces the default list).
+    display_programs: Option<Vec<String>>,
 }
 
 /// The programs that execute content from the working tree or its config (a Makefile,
@@ -150,6 +153,45 @@ pub const DEFAULT_RUNS_FILES: &[&str] = &[
     "nsenter", "chroot", "ionice", "taskset", "chrt", "prlimit", "systemd-run", "firejail",
     "bwrap", "openssl", "time", "at", "batch", "crontab",
 ];
+
+/// The programs that capture the screen or drive its input: the default of `[shell]
+/// display_programs`, which `shell.exec` refuses while `host_display` is off. Without the
+/// session's variables most of them cannot reach it anyway; the list is a second fence
+/// against the obvious ones, never isolation.
+#[rustfmt::skip]
+pub const DEFAULT_DISPLAY_PROGRAMS: &[&str] = &[
+    // Screenshots and recordings.
+    "import", "scrot", "grim", "slurp", "maim", "xwd", "gnome-screenshot", "spectacle",
+    "flameshot", "shutter", "ksnip", "xfce4-screenshooter", "mate-screenshot", "deepin-screenshot",
+    "screencapture", "screenshot", "wf-recorder", "recordmydesktop", "simplescreenrecorder",
+    "vokoscreen", "peek", "kazam", "obs", "x11vnc", "wayvnc", "vncsnapshot", "xwininfo", "xprop",
+    "xdpyinfo", "xsel", "xclip", "wl-copy", "wl-paste", "snippingtool", "psr",
+    // Input.
+    "xdotool", "ydotool", "wtype", "xte", "xinput", "xmodmap", "xsendkey", "cliclick",
+    "nircmd", "autohotkey",
+];
+
+/// Arguments that ask an otherwise ordinary program (ffmpeg, gstreamer, vlc...) for a capture
+/// of the screen, matched as a part of any argument, any case.
+pub const DISPLAY_CAPTURE_ARGUMENTS: &[&str] = &[
+    "x11grab",
+    "kmsgrab",
+    "gdigrab",
+    "ddagrab",
+    "avfoundation",
+    "ximagesrc",
+    "pipewiresrc",
+    "waylanddisplaysrc",
+    "dx9screencapsrc",
+    "d3d11screencapturesrc",
+    "screen://",
+];
+
+/// Whether `arg` asks its program for a capture of the screen ([`DISPLAY_CAPTURE_ARGUMENTS`]).
+pub fn asks_for_a_capture(arg: &str) -> bool {
+    let arg = arg.to_lowercase();
+    DISPLAY_CAPTURE_ARGUMENTS.iter().any(|a| arg.contains(a))
+}
 
 /// `[gateway]`: the upstream MCP servers the Gateway connector serves.
 #[derive(Debug, Default, Deserialize)]
@@ -238,6 +280,10 @@ pub struct Settings {
     pub shell_allowed_commands: Vec<String>,
     /// The programs that run files of the working tree (`[shell] runs_files`).
     pub shell_runs_files: Vec<String>,
+    /// The programs that capture the screen or drive its input (`[shell] display_programs`).
+    pub shell_display_programs: Vec<String>,
+    /// What `browser.open` starts and may open (`[browser]`).
+    pub browser: crate::browser::BrowserConfig,
     /// The Gateway connector's upstream servers, by name.
     pub gateway_servers: Vec<(String, crate::upstream::UpstreamConfig)>,
     /// The Hosts connector's machines, by name.
@@ -286,12 +332,12 @@ fn too_wide_for_a_default_root(dir: &Path) -> Option<&'static str> {
     (home.as_deref() == Some(canonical.as_path())).then_some("your home directory")
 }
 
-/// Whether the program named by `path` (its file name) is one of `list`'s programs that run
-/// files: the name itself (without a Windows extension, any case), or the name and a suffix
+/// Whether the program named by `path` (its file name) is one of `list`'s programs (those
+/// that run files, or capture the screen): the name itself (without a Windows extension, any case), or the name and a suffix
 /// that is not more of a word: a version (`python3.12`, `perl5.36-x86_64-linux-gnu`) or a
 /// variant (`make-first-existing-target`, `git-lfs`), never another word (`shellcheck` is not
 /// `sh`).
-pub fn runs_files(list: &[String], path: &Path) -> bool {
+pub fn names_program(list: &[String], path: &Path) -> bool {
     let Some(name) = path.file_name() else {
         return false;
     };
@@ -639,6 +685,13 @@ impl Settings {
                 }),
             }
         }
+        let browser = file.browser.clone().unwrap_or_default();
+        for reason in browser.problems() {
+            errors.push(ConfigError::Setting {
+                what: shown.clone(),
+                reason,
+            });
+        }
         let mut gateway_servers = Vec::new();
         let servers = file.gateway.map(|g| g.servers).unwrap_or_default();
         if servers.len() > generated::gateway::limits::upstream::MAX_SERVERS {
@@ -777,6 +830,17 @@ impl Settings {
                         .map(|p| (*p).to_string())
                         .collect()
                 }),
+            browser,
+            shell_display_programs: file
+                .shell
+                .as_ref()
+                .and_then(|s| s.display_programs.clone())
+                .unwrap_or_else(|| {
+                    DEFAULT_DISPLAY_PROGRAMS
+                        .iter()
+                        .map(|p| (*p).to_string())
+                        .collect()
+                }),
             shell_allowed_commands: file.shell.map(|s| s.allowed_commands).unwrap_or_default(),
             zodex_workdir_context: file
                 .zodex
@@ -902,7 +966,7 @@ mod runs_files_tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let runs = |given: &str| runs_files(&list, Path::new(given));
+        let runs = |given: &str| names_program(&list, Path::new(given));
         for yes in [
             "make",
             "/usr/bin/make",

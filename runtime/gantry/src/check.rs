@@ -181,7 +181,9 @@ fn warnings_about(s: &Settings) -> Vec<String> {
         let runs: Vec<&String> = s
             .shell_allowed_commands
             .iter()
-            .filter(|c| config::runs_files(&s.shell_runs_files, std::path::Path::new(c.as_str())))
+            .filter(|c| {
+                config::names_program(&s.shell_runs_files, std::path::Path::new(c.as_str()))
+            })
             .collect();
         if !runs.is_empty() {
             out.push(format!(

@@ -255,12 +255,7 @@ impl App {
         let seen = Arc::new(crate::read_state::ReadState::default());
         let gateway = GatewayTools::new(settings.gateway_servers.clone(), &terminal);
         let hosts = HostsTools::new(settings.machines.clone(), &settings.state_dir, &terminal);
-        let shell = ShellTools::new(
-            roots.clone(),
-            terminal.clone(),
-            settings.shell_allowed_commands.clone(),
-            settings.shell_runs_files.clone(),
-        );
+        let shell = ShellTools::new(roots.clone(), terminal.clone(), desktop.clone(), &settings);
         let zodex = ZodexTools::new(
             roots.clone(),
             terminal.clone(),

@@ -16,14 +16,21 @@ pub struct PermissionState {
     desktop: bool,
 }
 
-/// Whether permission `name` only serves the desktop connector's tools (so it means nothing
-/// where no desktop can be reached).
+/// Whether permission `name` only serves tools that reach the desktop session (so it means
+/// nothing where no desktop can be reached): the desktop connector's, and every tool that
+/// needs the `host_display` master switch.
 pub fn desktop_bound(name: &str) -> bool {
-    let needs = |t: &ToolSpec| {
+    let needs = |t: &ToolSpec, name: &str| {
         t.requires.contains(&name) || t.operations.iter().any(|o| o.requires == name)
     };
-    let mut users = generated::TOOLS.iter().filter(|t| needs(t)).peekable();
-    users.peek().is_some() && users.all(|t| t.connector == generated::desktop::NAME)
+    let reaches_the_session = |t: &ToolSpec| {
+        t.connector == generated::desktop::NAME || needs(t, Permission::HostDisplay.name())
+    };
+    let mut users = generated::TOOLS
+        .iter()
+        .filter(|t| needs(t, name))
+        .peekable();
+    users.peek().is_some() && users.all(reaches_the_session)
 }
 
 impl PermissionState {
@@ -226,6 +233,7 @@ mod tests {
         assert!(!macos.effective(Permission::Screen.name()));
         let headless = PermissionState::new(Platform::Linux, false, all_on()).with_desktop(false);
         for p in [
+            Permission::HostDisplay,
             Permission::Screen,
             Permission::Control,
             Permission::ClipboardRead,

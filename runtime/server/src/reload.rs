@@ -352,9 +352,15 @@ impl Reloader {
         // allow-list or a removed server must not keep working meanwhile).
         if s.shell_allowed_commands != self.settings.shell_allowed_commands
             || s.shell_runs_files != self.settings.shell_runs_files
+            || s.shell_display_programs != self.settings.shell_display_programs
         {
             problems
                 .push("[shell] changed in the config file: restart gantry for it to apply".into());
+        }
+        if s.browser != self.settings.browser {
+            problems.push(
+                "[browser] changed in the config file: restart gantry for it to apply".into(),
+            );
         }
         if s.gateway_servers != self.settings.gateway_servers {
             problems.push(

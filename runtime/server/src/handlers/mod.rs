@@ -3,6 +3,7 @@
 
 mod agents;
 mod apply_patch;
+mod browser;
 mod desktop;
 mod exec;
 mod file;
@@ -12,6 +13,7 @@ mod hosts;
 mod read;
 mod session;
 mod shell;
+mod shell_input;
 mod view_image;
 mod workdir_context;
 mod zodex;

@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use generated::resources::{Process, Program};
 use generated::shell::{
-    FsDeleteArgs, FsDeleteOutput, FsListArgs, FsListOutput, FsMkdirArgs, FsMkdirOutput, FsMoveArgs,
-    FsMoveOutput, FsReadArgs, FsReadOutput, FsWriteArgs, FsWriteArgsMode, FsWriteOperation,
-    FsWriteOutput, ProcessKillArgs, ProcessKillArgsSignal, ProcessKillOutput, ProcessListArgs,
-    ProcessListOutput, ShellExecArgs, ShellExecOutput, ShellHandlers, SystemInfoArgs,
-    SystemInfoOutput, actions, limits,
+    BrowserOpenArgs, BrowserOpenOutput, FsDeleteArgs, FsDeleteOutput, FsListArgs, FsListOutput,
+    FsMkdirArgs, FsMkdirOutput, FsMoveArgs, FsMoveOutput, FsReadArgs, FsReadOutput, FsWriteArgs,
+    FsWriteArgsMode, FsWriteOperation, FsWriteOutput, InputClickArgs, InputKeyArgs, InputMoveArgs,
+    InputTypeArgs, ProcessKillArgs, ProcessKillArgsSignal, ProcessKillOutput, ProcessListArgs,
+    ProcessListOutput, ScreenCaptureArgs, ScreenCaptureOutput, ShellExecArgs, ShellExecOutput,
+    ShellHandlers, SystemInfoArgs, SystemInfoOutput, actions, limits,
 };
 use generated::types::{FsEntry, FsEntryType, ProcessInfo, ProcessInfoKind};
 use tool_api::{Authorized, CallContext, ErrorCode, Reply, ToolError};
@@ -31,6 +32,12 @@ pub struct ShellTools {
     allowed: Arc<Vec<String>>,
     /// `[shell] runs_files`: programs that run what the working tree says.
     runs_files: Arc<Vec<String>>,
+    /// `[shell] display_programs`: programs that capture the screen or drive its input.
+    display_programs: Arc<Vec<String>>,
+    /// The desktop the screen and input tools reach.
+    desktop: super::DesktopTools,
+    /// `[browser]`: what browser.open starts and may open.
+    browser: Arc<config::browser::BrowserConfig>,
 }
 
 impl ShellTools {
@@ -39,15 +46,18 @@ impl ShellTools {
     pub fn new(
         roots: Arc<LiveRoots>,
         terminal: Arc<terminal::Registry>,
-        allowed: Vec<String>,
-        runs_files: Vec<String>,
+        desktop: super::DesktopTools,
+        settings: &config::Settings,
     ) -> Self {
         Self {
             roots,
             terminal,
             programs: Arc::default(),
-            allowed: Arc::new(allowed),
-            runs_files: Arc::new(runs_files),
+            allowed: Arc::new(settings.shell_allowed_commands.clone()),
+            runs_files: Arc::new(settings.shell_runs_files.clone()),
+            display_programs: Arc::new(settings.shell_display_programs.clone()),
+            desktop,
+            browser: Arc::new(settings.browser.clone()),
         }
     }
 
@@ -64,7 +74,16 @@ impl ShellTools {
     fn runs_files(&self, given: &str, program: &std::path::Path) -> bool {
         [std::path::Path::new(given), program]
             .iter()
-            .any(|p| config::runs_files(&self.runs_files, p))
+            .any(|p| config::names_program(&self.runs_files, p))
+    }
+
+    /// Whether the program (by the name given or its file) captures the screen or drives its
+    /// input, or one of `args` asks it for a capture (see [`config::DEFAULT_DISPLAY_PROGRAMS`]).
+    fn captures_display(&self, given: &str, program: &std::path::Path, args: &[String]) -> bool {
+        [std::path::Path::new(given), program]
+            .iter()
+            .any(|p| config::names_program(&self.display_programs, p))
+            || args.iter().any(|a| config::asks_for_a_capture(a))
     }
 }
 
@@ -136,6 +155,55 @@ fn capabilities(cx: &CallContext) -> std::collections::BTreeMap<String, String> 
 }
 
 impl ShellHandlers for ShellTools {
+    async fn browser_open(
+        &self,
+        call: Authorized<BrowserOpenArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<BrowserOpenOutput>, ToolError> {
+        let roots = self.roots.get();
+        super::browser::open(&self.browser, &roots, cx, call.into_inner()).await
+    }
+
+    async fn screen_capture(
+        &self,
+        call: Authorized<ScreenCaptureArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<ScreenCaptureOutput>, ToolError> {
+        super::shell_input::screen_capture(&self.desktop, cx, call.into_inner()).await
+    }
+
+    async fn input_click(
+        &self,
+        call: Authorized<InputClickArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<tool_api::NoOutput>, ToolError> {
+        super::shell_input::input_click(&self.desktop, cx, call.into_inner()).await
+    }
+
+    async fn input_move(
+        &self,
+        call: Authorized<InputMoveArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<tool_api::NoOutput>, ToolError> {
+        super::shell_input::input_move(&self.desktop, cx, call.into_inner()).await
+    }
+
+    async fn input_type(
+        &self,
+        call: Authorized<InputTypeArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<tool_api::NoOutput>, ToolError> {
+        super::shell_input::input_type(&self.desktop, cx, call.into_inner()).await
+    }
+
+    async fn input_key(
+        &self,
+        call: Authorized<InputKeyArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<tool_api::NoOutput>, ToolError> {
+        super::shell_input::input_key(&self.desktop, cx, call.into_inner()).await
+    }
+
     async fn system_info(
         &self,
         _call: Authorized<SystemInfoArgs>,
@@ -483,6 +551,8 @@ impl ShellHandlers for ShellTools {
         let inside_root = roots.contains(&program);
         let allowed = self.allows(&args.command, &program);
         let runs_files = self.runs_files(&args.command, &program);
+        let program_args = args.args.unwrap_or_default();
+        let captures_display = self.captures_display(&args.command, &program, &program_args);
         let display_env = env.keys().any(|k| DISPLAY_VARS.contains(&k.as_str()));
         let probe = Program {
             id: args.command.clone(),
@@ -491,6 +561,7 @@ impl ShellHandlers for ShellTools {
             display_env: true,
             runs_files,
             any_program: self.allowed.iter().any(|a| a == "*"),
+            captures_display,
         };
         let env_remove = if cx.permits(actions::SHELL_EXEC, &probe) {
             Vec::new()
@@ -508,7 +579,7 @@ impl ShellHandlers for ShellTools {
         let run = ProgramRun {
             program,
             name: args.command.clone(),
-            args: args.args.unwrap_or_default(),
+            args: program_args,
             cwd,
             env,
             env_remove,
@@ -524,6 +595,7 @@ impl ShellHandlers for ShellTools {
             display_env,
             runs_files,
             any_program: self.allowed.iter().any(|a| a == "*"),
+            captures_display,
         };
         let run = cx.authorize(actions::SHELL_EXEC, &resource, run)?;
         let o = program::run(&self.programs, run).await?;

@@ -16,6 +16,7 @@ pub const DISPLAY_VARS: &[&str] = &[
     "DISPLAY",
     "WAYLAND_DISPLAY",
     "WAYLAND_SOCKET",
+    "MIR_SOCKET",
     "XAUTHORITY",
     "DBUS_SESSION_BUS_ADDRESS",
     "SWAYSOCK",

@@ -16,7 +16,7 @@ use generated::types::{
     ComputerAction, ComputerActionAction as Action, ComputerActionButton, StepResult, Verify,
     VerifyUntil,
 };
-use tool_api::{CallContext, ErrorCode, Host, Reply, ToolError};
+use tool_api::{ActionId, CallContext, ErrorCode, Host, Reply, ToolError};
 
 use super::observe::{control_line, target_window, window_line};
 use super::{State, blocking, error_code, quoted, resource, tool_error};
@@ -34,6 +34,43 @@ const TYPE_CHUNK: usize = 64;
 /// The most a batch may wait in all (its `wait` steps and its `verify`): a call must answer
 /// well within the HTTP request timeout, or its client gives up while input is still sent.
 const MAX_BATCH_WAIT_MS: i64 = 60_000;
+
+/// How long after one of gantry's pointer steps a single step (a Shell input tool) still
+/// checks that the pointer stayed where gantry left it: the gap between a model's calls.
+const YIELD_WINDOW: Duration = Duration::from_secs(10);
+
+/// The Cedar actions desktop steps are decided by: the Desktop connector's `computer`
+/// operations, or a Shell input tool's own.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StepActions {
+    /// Clicks, moves, drags, scrolls, control actions.
+    pub(crate) pointer: ActionId,
+    /// Typing and key chords.
+    pub(crate) keyboard: ActionId,
+    /// Reading the clipboard (a paste chord or a middle click puts it where it can be read).
+    pub(crate) read_clipboard: ActionId,
+    /// Replacing the clipboard.
+    pub(crate) write_clipboard: ActionId,
+}
+
+impl StepActions {
+    /// `computer`'s own operations.
+    pub(crate) const COMPUTER: StepActions = StepActions {
+        pointer: ComputerOperation::Pointer.action(),
+        keyboard: ComputerOperation::Keyboard.action(),
+        read_clipboard: ComputerOperation::ReadClipboard.action(),
+        write_clipboard: ComputerOperation::WriteClipboard.action(),
+    };
+
+    fn of(&self, op: ComputerOperation) -> ActionId {
+        match op {
+            ComputerOperation::Pointer => self.pointer,
+            ComputerOperation::Keyboard => self.keyboard,
+            ComputerOperation::ReadClipboard => self.read_clipboard,
+            ComputerOperation::WriteClipboard => self.write_clipboard,
+        }
+    }
+}
 
 /// How a step went well: its route and what it touched, as one line.
 struct Done {
@@ -54,6 +91,8 @@ struct Batch<'a> {
     /// Where gantry left the pointer (the person moved it if it is elsewhere).
     pointer: Option<(i32, i32)>,
     last_pointer_step: Option<Instant>,
+    /// What each step is decided by.
+    actions: StepActions,
 }
 
 fn need<'v, T>(at: &str, field: &str, action: &str, v: &'v Option<T>) -> Result<&'v T, ToolError> {
@@ -81,9 +120,10 @@ impl Batch<'_> {
         op: ComputerOperation,
         window: Option<&WindowInfo>,
     ) -> Result<(), ToolError> {
+        let action = self.actions.of(op);
         match window {
-            Some(w) => self.cx.authorize(op.action(), &resource(w), ()).map(drop),
-            None => self.cx.authorize(op.action(), &Host, ()).map(drop),
+            Some(w) => self.cx.authorize(action, &resource(w), ()).map(drop),
+            None => self.cx.authorize(action, &Host, ()).map(drop),
         }
     }
 
@@ -163,9 +203,9 @@ impl Batch<'_> {
                 .map_err(tool_error)?
         };
         let top = top.as_ref();
-        let cx = self.cx;
+        let (cx, pointer) = (self.cx, self.actions.pointer);
         let named = move |w: &WindowInfo| {
-            if cx.permits(ComputerOperation::Pointer.action(), &resource(w)) {
+            if cx.permits(pointer, &resource(w)) {
                 format!("window {} {}", w.handle(), quoted(&w.title))
             } else {
                 "another window".to_string()
@@ -751,6 +791,7 @@ pub(super) async fn run(
         cx,
         pointer: None,
         last_pointer_step: None,
+        actions: StepActions::COMPUTER,
     };
     if state.yield_to_user {
         // Without the pointer's position nobody could tell the user is at work: refuse.
@@ -844,4 +885,68 @@ fn verify_wait_ms(v: &Verify) -> i64 {
     v.timeout_ms.unwrap_or_else(|| {
         i64::try_from(limits::computer::VERIFY_WAIT.duration().as_millis()).unwrap_or(i64::MAX)
     })
+}
+
+/// One step on its own (a Shell input tool), decided by `actions`. It is not run while the
+/// person at the computer holds a key, or when they moved the pointer since gantry's last
+/// step (within [`YIELD_WINDOW`]): between single steps, as between a batch's.
+pub(super) async fn one_step(
+    state: Arc<State>,
+    cx: &CallContext,
+    step: &ComputerAction,
+    actions: StepActions,
+) -> Result<String, ToolError> {
+    let _only_batch = state.batch.lock().await;
+    let mut batch = Batch {
+        state: &state,
+        cx,
+        pointer: None,
+        last_pointer_step: None,
+        actions,
+    };
+    if state.yield_to_user {
+        let left = state
+            .left_pointer
+            .lock()
+            .map_err(|_| ToolError::new(ErrorCode::Internal, "pointer record lock poisoned"))?
+            .take();
+        let (now, keys) = blocking(&state, |d| Ok((d.pointer()?, d.keys_held()?)))
+            .await
+            .map_err(tool_error)?;
+        if keys {
+            return Err(ToolError::new(
+                ErrorCode::Busy,
+                "the user is typing (a key is held down): not run, to let them work; try again when they are done",
+            ));
+        }
+        if let Some((at, when)) = left
+            && when.elapsed() < YIELD_WINDOW
+            && at != now
+        {
+            return Err(ToolError::new(
+                ErrorCode::Busy,
+                format!(
+                    "the user moved the mouse (to {},{}; gantry left it at {},{}): not run, to let them work; try again when they are done",
+                    now.0, now.1, at.0, at.1
+                ),
+            ));
+        }
+        batch.pointer = Some(now);
+    }
+    let outcome = batch.step(0, step).await;
+    if state.yield_to_user
+        && let Some(p) = batch.pointer
+        && let Ok(mut left) = state.left_pointer.lock()
+    {
+        *left = Some((p, Instant::now()));
+    }
+    // The step's fields are the tool's own arguments: named as such.
+    let done = outcome.map_err(|e| {
+        let message = e
+            .message
+            .replace("actions[0].", "")
+            .replace("actions[0]: ", "");
+        ToolError::new(e.code, message)
+    })?;
+    Ok(format!("ok ({}): {}", done.route, done.line))
 }

@@ -1,9 +1,12 @@
 //! Handlers of the Desktop connector: `observe` (screenshots, windows, controls) and
-//! `computer` (a batch of steps). The desktop itself (pixels, input, AT-SPI, the clipboard) is
+//! `computer` (a batch of steps), and the same for the Shell connector's screen and input
+//! tools, decided by their own actions. The desktop itself (pixels, input, AT-SPI, the clipboard) is
 //! the `desktop` crate's; here are the frames and refs the model holds, and every decision.
 
 mod computer;
 mod observe;
+
+pub(crate) use computer::StepActions;
 
 use std::sync::{Arc, Mutex};
 
@@ -26,6 +29,8 @@ struct State {
     /// One batch at a time: two batches' input would interleave.
     batch: tokio::sync::Mutex<()>,
     yield_to_user: bool,
+    /// Where gantry's last single step (a Shell input tool) left the pointer, and when.
+    left_pointer: Mutex<Option<((i32, i32), std::time::Instant)>>,
 }
 
 /// Handlers of the Desktop connector; without a reachable desktop the connector is not
@@ -48,6 +53,7 @@ impl DesktopTools {
                         refs: Mutex::default(),
                         batch: tokio::sync::Mutex::new(()),
                         yield_to_user: settings.desktop_yield_to_user,
+                        left_pointer: Mutex::default(),
                     })),
                 }
             }
@@ -67,6 +73,37 @@ impl DesktopTools {
         self.state
             .clone()
             .ok_or_else(|| ToolError::new(ErrorCode::OsError, "no desktop can be reached"))
+    }
+
+    /// A screenshot of the screen or of `window` kept as a frame, windows `action` forbids
+    /// blacked out, with the list of the windows `action` may name.
+    pub(crate) async fn capture(
+        &self,
+        cx: &CallContext,
+        action: tool_api::ActionId,
+        window: Option<&str>,
+    ) -> Result<Reply<ObserveOutput>, ToolError> {
+        let state = self.state()?;
+        let windows = blocking(&state, |d| d.windows())
+            .await
+            .map_err(tool_error)?;
+        let listed = observe::list(cx, action, &windows);
+        let mut shot = observe::screenshot(&state, cx, action, windows, window).await?;
+        if let (Some(text), Some(list)) = (shot.text.as_mut(), listed.text) {
+            text.push_str(&list);
+        }
+        Ok(shot)
+    }
+
+    /// One desktop step decided by `actions`, as a Shell input tool makes it: the line
+    /// saying what it did.
+    pub(crate) async fn step(
+        &self,
+        cx: &CallContext,
+        step: &generated::types::ComputerAction,
+        actions: StepActions,
+    ) -> Result<String, ToolError> {
+        computer::one_step(self.state()?, cx, step, actions).await
     }
 }
 

@@ -23,9 +23,16 @@ pub(super) async fn run(
         .await
         .map_err(tool_error)?;
     match args.what.unwrap_or(ObserveArgsWhat::Screenshot) {
-        ObserveArgsWhat::Windows => Ok(list(cx, &windows)),
+        ObserveArgsWhat::Windows => Ok(list(cx, actions::OBSERVE, &windows)),
         ObserveArgsWhat::Screenshot => {
-            screenshot(&state, cx, windows, args.window.as_deref()).await
+            screenshot(
+                &state,
+                cx,
+                actions::OBSERVE,
+                windows,
+                args.window.as_deref(),
+            )
+            .await
         }
         ObserveArgsWhat::Controls => controls(&state, cx, &windows, args.window.as_deref()).await,
     }
@@ -56,10 +63,15 @@ pub(super) fn window_line(w: &WindowInfo) -> String {
     line
 }
 
-fn list(cx: &CallContext, windows: &[WindowInfo]) -> Reply<ObserveOutput> {
+/// The windows `action` may name, topmost first.
+pub(super) fn list(
+    cx: &CallContext,
+    action: tool_api::ActionId,
+    windows: &[WindowInfo],
+) -> Reply<ObserveOutput> {
     let shown: Vec<&WindowInfo> = windows
         .iter()
-        .filter(|w| cx.permits(actions::OBSERVE, &resource(w)))
+        .filter(|w| cx.permits(action, &resource(w)))
         .collect();
     let mut text = format!(
         "{} window(s), topmost first:\n",
@@ -83,9 +95,11 @@ fn list(cx: &CallContext, windows: &[WindowInfo]) -> Reply<ObserveOutput> {
     Reply::rendered(output, text)
 }
 
-async fn screenshot(
+/// A screenshot kept as a frame; windows `action` forbids are blacked out.
+pub(super) async fn screenshot(
     state: &Arc<State>,
     cx: &CallContext,
+    action: tool_api::ActionId,
     windows: Vec<WindowInfo>,
     window: Option<&str>,
 ) -> Result<Reply<ObserveOutput>, ToolError> {
@@ -93,14 +107,14 @@ async fn screenshot(
     let (area, target, covered) = match window {
         Some(handle) => {
             let w = find_window(&windows, handle)?;
-            cx.authorize(actions::OBSERVE, &resource(&w), ())?;
+            cx.authorize(action, &resource(&w), ())?;
             // Pixels are read from the screen, so whatever lies above the window shows.
             let above: Vec<String> = windows
                 .iter()
                 .take_while(|o| o.id != w.id)
                 .filter(|o| o.frame.intersect(&w.rect).is_some())
                 .map(|o| {
-                    if cx.permits(actions::OBSERVE, &resource(o)) {
+                    if cx.permits(action, &resource(o)) {
                         format!("{} {}", o.handle(), quoted(&o.title))
                     } else {
                         "a window a policy hides".to_string()
@@ -131,7 +145,7 @@ async fn screenshot(
         .map_err(tool_error)?;
     // What a policy keeps from the model is painted over, never sent: every window it
     // forbids as listed before the capture or after it (one may have opened or moved between).
-    let forbidden = |w: &&WindowInfo| !cx.permits(actions::OBSERVE, &resource(w));
+    let forbidden = |w: &&WindowInfo| !cx.permits(action, &resource(w));
     let hidden: Vec<Rect> = windows
         .iter()
         .chain(after.iter())
