@@ -859,6 +859,155 @@ async fn browser_open_starts_the_configured_browser_with_http_addresses_only() {
     assert_eq!(opened().lines().count(), lines);
 }
 
+/// app.launch starts only what `[apps]` declares, by its own command line (the call's
+/// `args` only where it has `{args}`), and answers a handle; app.close ends it and whatever it
+/// started (a child it left in the background too), by handle or by name; an undeclared
+/// name, arguments it does not take and an unknown handle are refused with nothing started;
+/// gantry's end ends what it launched.
+#[tokio::test]
+async fn apps_are_launched_as_declared_and_closed_with_their_tree() {
+    if !display() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let marker = format!("{}", 40_000 + std::process::id() % 10_000);
+    let title = format!("gantry launched {marker}");
+    let app_py = workspace("tests/desktop/app.py");
+    sb.config(&format!(
+        "{HOST_DISPLAY}[apps.fixture]\ncommand = [\"/usr/bin/python3\", {:?}, \"{{args}}\"]\n[apps.sleeper]\ncommand = [\"/bin/sh\", \"-c\", \"sleep {marker}1 & exec sleep {marker}2\"]\n",
+        app_py.display().to_string()
+    ));
+    let shell = sb.stdio(&["--connector", "shell"]).await;
+    let launched = |r: &CallToolResult| {
+        assert!(!is_error(r), "{}", text(r));
+        let out = r.structured_content.clone().unwrap_or_default();
+        out["handle"].as_str().unwrap().to_string()
+    };
+    let r = call(
+        &shell,
+        "app.launch",
+        json!({ "name": "fixture", "args": [title] }),
+    )
+    .await;
+    let fixture = launched(&r);
+    assert!(
+        fixture.starts_with("app-") && fixture.len() == 20,
+        "{fixture}"
+    );
+    // Its window appears on the display.
+    let mut seen = false;
+    for _ in 0..100 {
+        let r = call(&shell, "screen.capture", json!({})).await;
+        if text(&r).contains(&title) {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen, "the launched app's window never showed");
+    let sleeper = launched(&call(&shell, "app.launch", json!({ "name": "sleeper" })).await);
+    let second = launched(&call(&shell, "app.launch", json!({ "name": "sleeper" })).await);
+    assert_ne!(sleeper, second);
+    assert!(crate::support::alive(&format!("sleep {marker}1")));
+
+    for (args, why) in [
+        (json!({ "name": "firefox" }), "COMMAND_NOT_ALLOWED"),
+        (
+            json!({ "name": "sleeper", "args": ["--evil"] }),
+            "takes no arguments",
+        ),
+    ] {
+        let r = call(&shell, "app.launch", args.clone()).await;
+        assert!(
+            is_error(&r) && text(&r).contains(why),
+            "{args}: {}",
+            text(&r)
+        );
+    }
+    let r = call(
+        &shell,
+        "app.close",
+        json!({ "handle": "app-0000000000000000" }),
+    )
+    .await;
+    assert!(text(&r).starts_with("NOT_FOUND"), "{}", text(&r));
+
+    // By handle: the app and nothing else.
+    let r = call(&shell, "app.close", json!({ "handle": fixture })).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    crate::support::gone(&title).await;
+    assert!(crate::support::alive(&format!("sleep {marker}2")));
+    // By name: every one of it, the background child included.
+    let r = call(&shell, "app.close", json!({ "name": "sleeper" })).await;
+    let out = r.structured_content.clone().unwrap_or_default();
+    assert_eq!(out["closed"].as_array().map(Vec::len), Some(2), "{out}");
+    crate::support::gone(&format!("sleep {marker}1")).await;
+    crate::support::gone(&format!("sleep {marker}2")).await;
+
+    // Whatever is still running when gantry ends goes with it.
+    launched(&call(&shell, "app.launch", json!({ "name": "sleeper" })).await);
+    assert!(crate::support::alive(&format!("sleep {marker}2")));
+    shell.cancel().await.unwrap();
+    crate::support::gone(&format!("sleep {marker}1")).await;
+    crate::support::gone(&format!("sleep {marker}2")).await;
+
+    // Without the master switch: not listed, and refused.
+    sb.config(&format!(
+        "[apps.sleeper]\ncommand = [\"/bin/sh\", \"-c\", \"exec sleep {marker}3\"]\n"
+    ));
+    let shell = sb.stdio(&["--connector", "shell"]).await;
+    let names: Vec<String> = shell
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with("app.")), "{names:?}");
+    let r = call(&shell, "app.launch", json!({ "name": "sleeper" })).await;
+    assert!(
+        text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("`host_display`"),
+        "{}",
+        text(&r)
+    );
+    assert!(!crate::support::alive(&format!("sleep {marker}3")));
+    shell.cancel().await.unwrap();
+
+    // The README's example policy, as written there: one app may be launched, whatever
+    // [apps] declares.
+    let readme = std::fs::read_to_string(workspace("README.md")).unwrap();
+    let example = readme
+        .split("```cedar\n")
+        .find(|b| b.starts_with("@id(\"local.one_app\")"))
+        .and_then(|b| b.split("```").next())
+        .expect("README's example policy");
+    let policies = sb.path("policies");
+    std::fs::create_dir_all(&policies).unwrap();
+    std::fs::write(policies.join("local.cedar"), example).unwrap();
+    sb.config(&format!(
+        "{HOST_DISPLAY}[apps.viewer]\ncommand = [\"/bin/sh\", \"-c\", \"exec sleep {marker}4\"]\n[apps.other]\ncommand = [\"/bin/sh\", \"-c\", \"exec sleep {marker}5\"]\n"
+    ));
+    let shell = sb
+        .stdio(&[
+            "--connector",
+            "shell",
+            "--policies",
+            &policies.display().to_string(),
+        ])
+        .await;
+    let r = call(&shell, "app.launch", json!({ "name": "other" })).await;
+    assert!(
+        text(&r).contains("only the image viewer may be launched"),
+        "{}",
+        text(&r)
+    );
+    launched(&call(&shell, "app.launch", json!({ "name": "viewer" })).await);
+    assert!(crate::support::alive(&format!("sleep {marker}4")));
+    assert!(!crate::support::alive(&format!("sleep {marker}5")));
+    shell.cancel().await.unwrap();
+    crate::support::gone(&format!("sleep {marker}4")).await;
+}
+
 #[tokio::test]
 async fn control_off_refuses_pointer_steps_one_by_one() {
     if !display() {

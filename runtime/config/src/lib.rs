@@ -5,6 +5,7 @@
 //!
 //! A leaf: it imports nothing of the server, so every other crate may read settings.
 
+pub mod apps;
 pub mod browser;
 pub mod cli;
 pub mod client_setup;

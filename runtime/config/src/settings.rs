@@ -68,6 +68,9 @@ struct ConfigFile {
     zodex: Option<ZodexSection>,
     shell: Option<ShellSection>,
     browser: Option<crate::browser::BrowserConfig>,
+    /// The applications `app.launch` may start, by name.
+    #[serde(default)]
+    apps: BTreeMap<String, crate::apps::AppConfig>,
     gateway: Option<GatewaySection>,
     /// The user's other machines, by name.
     #[serde(default)]
@@ -284,6 +287,8 @@ pub struct Settings {
     pub shell_display_programs: Vec<String>,
     /// What `browser.open` starts and may open (`[browser]`).
     pub browser: crate::browser::BrowserConfig,
+    /// The applications `app.launch` may start (`[apps.NAME]`), by name.
+    pub apps: Vec<(String, crate::apps::AppConfig)>,
     /// The Gateway connector's upstream servers, by name.
     pub gateway_servers: Vec<(String, crate::upstream::UpstreamConfig)>,
     /// The Hosts connector's machines, by name.
@@ -685,6 +690,19 @@ impl Settings {
                 }),
             }
         }
+        let apps: Vec<(String, crate::apps::AppConfig)> = file
+            .apps
+            .iter()
+            .map(|(n, a)| (n.clone(), a.clone()))
+            .collect();
+        for (name, app) in &apps {
+            for reason in crate::apps::problems(name, app) {
+                errors.push(ConfigError::Setting {
+                    what: shown.clone(),
+                    reason,
+                });
+            }
+        }
         let browser = file.browser.clone().unwrap_or_default();
         for reason in browser.problems() {
             errors.push(ConfigError::Setting {
@@ -831,6 +849,7 @@ impl Settings {
                         .collect()
                 }),
             browser,
+            apps,
             shell_display_programs: file
                 .shell
                 .as_ref()

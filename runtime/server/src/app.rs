@@ -375,6 +375,7 @@ impl App {
         self.agents.shutdown();
         self.terminal.shutdown();
         self.handlers.gateway.stop();
+        self.handlers.shell.stop();
         self.handlers.hosts.stop();
     }
 

@@ -357,6 +357,10 @@ impl Reloader {
             problems
                 .push("[shell] changed in the config file: restart gantry for it to apply".into());
         }
+        if s.apps != self.settings.apps {
+            problems
+                .push("[apps] changed in the config file: restart gantry for it to apply".into());
+        }
         if s.browser != self.settings.browser {
             problems.push(
                 "[browser] changed in the config file: restart gantry for it to apply".into(),

@@ -3,6 +3,7 @@
 
 mod agents;
 mod apply_patch;
+mod apps;
 mod browser;
 mod desktop;
 mod exec;

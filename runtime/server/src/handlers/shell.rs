@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use generated::resources::{Process, Program};
 use generated::shell::{
-    BrowserOpenArgs, BrowserOpenOutput, FsDeleteArgs, FsDeleteOutput, FsListArgs, FsListOutput,
-    FsMkdirArgs, FsMkdirOutput, FsMoveArgs, FsMoveOutput, FsReadArgs, FsReadOutput, FsWriteArgs,
+    AppCloseArgs, AppCloseOutput, AppLaunchArgs, AppLaunchOutput, BrowserOpenArgs,
+    BrowserOpenOutput, FsDeleteArgs, FsDeleteOutput, FsListArgs, FsListOutput, FsMkdirArgs,
+    FsMkdirOutput, FsMoveArgs, FsMoveOutput, FsReadArgs, FsReadOutput, FsWriteArgs,
     FsWriteArgsMode, FsWriteOperation, FsWriteOutput, InputClickArgs, InputKeyArgs, InputMoveArgs,
     InputTypeArgs, ProcessKillArgs, ProcessKillArgsSignal, ProcessKillOutput, ProcessListArgs,
     ProcessListOutput, ScreenCaptureArgs, ScreenCaptureOutput, ShellExecArgs, ShellExecOutput,
@@ -38,6 +39,8 @@ pub struct ShellTools {
     desktop: super::DesktopTools,
     /// `[browser]`: what browser.open starts and may open.
     browser: Arc<config::browser::BrowserConfig>,
+    /// `[apps]`, and the applications gantry launched.
+    apps: Arc<super::apps::AppTools>,
 }
 
 impl ShellTools {
@@ -58,7 +61,13 @@ impl ShellTools {
             display_programs: Arc::new(settings.shell_display_programs.clone()),
             desktop,
             browser: Arc::new(settings.browser.clone()),
+            apps: Arc::new(super::apps::AppTools::new(settings.apps.clone())),
         }
+    }
+
+    /// Ends every application gantry launched (server shutdown).
+    pub fn stop(&self) {
+        self.apps.shutdown();
     }
 
     /// Whether `command`, which starts `program`, is on the allow-list (by Windows' own
@@ -155,6 +164,25 @@ fn capabilities(cx: &CallContext) -> std::collections::BTreeMap<String, String> 
 }
 
 impl ShellHandlers for ShellTools {
+    async fn app_launch(
+        &self,
+        call: Authorized<AppLaunchArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<AppLaunchOutput>, ToolError> {
+        let roots = self.roots.get();
+        self.apps
+            .launch(&roots, &self.terminal, cx, call.into_inner())
+            .await
+    }
+
+    async fn app_close(
+        &self,
+        call: Authorized<AppCloseArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<AppCloseOutput>, ToolError> {
+        self.apps.close(cx, call.into_inner()).await
+    }
+
     async fn browser_open(
         &self,
         call: Authorized<BrowserOpenArgs>,

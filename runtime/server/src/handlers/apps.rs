@@ -1,0 +1,144 @@
+//! `app.launch` and `app.close` (the Shell connector, seed 002's milestone 2): applications
+//! the config declares under `[apps]`, started by their own command line without a shell,
+//! tracked by handle in [`crate::ops::apps`] and ended with everything they started.
+
+use generated::resources::App;
+use generated::shell::{
+    AppCloseArgs, AppCloseOutput, AppLaunchArgs, AppLaunchOutput, actions, limits,
+};
+use tool_api::{CallContext, ErrorCode, Reply, ToolError};
+
+use crate::ops::apps::{Apps, Launch};
+use crate::ops::path_policy::Roots;
+use crate::ops::program;
+
+/// The applications under `[apps]`, and the ones gantry launched.
+#[derive(Debug, Default)]
+pub struct AppTools {
+    declared: Vec<(String, config::apps::AppConfig)>,
+    launched: Apps,
+}
+
+impl AppTools {
+    /// The applications `declared` may be launched.
+    pub fn new(declared: Vec<(String, config::apps::AppConfig)>) -> Self {
+        AppTools {
+            declared,
+            launched: Apps::default(),
+        }
+    }
+
+    fn declared(&self, name: &str) -> Option<&config::apps::AppConfig> {
+        self.declared
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, a)| a)
+    }
+
+    /// `name` as Cedar sees it.
+    fn resource(&self, name: &str) -> App {
+        App {
+            id: name.to_string(),
+            declared: self.declared(name).is_some(),
+        }
+    }
+
+    pub(super) async fn launch(
+        &self,
+        roots: &Roots,
+        terminal: &terminal::Registry,
+        cx: &CallContext,
+        args: AppLaunchArgs,
+    ) -> Result<Reply<AppLaunchOutput>, ToolError> {
+        let launch = cx.authorize(actions::APP_LAUNCH, &self.resource(&args.name), ())?;
+        drop(launch);
+        let Some(app) = self.declared(&args.name) else {
+            // The base policy refuses undeclared names; this is its fail-closed twin.
+            return Err(ToolError::new(
+                ErrorCode::CommandNotAllowed,
+                format!(
+                    "name: `{}` is not declared under [apps] in the config",
+                    args.name
+                ),
+            ));
+        };
+        let argv = app
+            .command_line(&args.args.unwrap_or_default())
+            .map_err(|why| ToolError::invalid_input(format!("args: {why}")))?;
+        let Some((program_name, rest)) = argv.split_first() else {
+            return Err(ToolError::invalid_input(
+                "name: the application has no program",
+            ));
+        };
+        let program = program::resolve(program_name).ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "[apps.{}] command: `{program_name}` is not a program on PATH",
+                    args.name
+                ),
+            )
+        })?;
+        // One inside the roots is the model's to write.
+        if roots.contains(&program) {
+            return Err(ToolError::new(
+                ErrorCode::CommandNotAllowed,
+                format!(
+                    "[apps.{}] command: `{}` lies inside the approved roots, where the model can write it; name a program outside them",
+                    args.name,
+                    program.display()
+                ),
+            ));
+        }
+        let launch = Launch {
+            name: args.name.clone(),
+            program,
+            args: rest.to_vec(),
+            cwd: roots.first().to_path_buf(),
+            group: terminal.new_group(),
+        };
+        let launch = cx.authorize(actions::APP_LAUNCH, &self.resource(&args.name), launch)?;
+        let (handle, pid) = self.launched.launch(launch, limits::app_launch::MAX_APPS)?;
+        Ok(Reply::new(AppLaunchOutput {
+            handle,
+            pid: i64::from(pid),
+        }))
+    }
+
+    pub(super) async fn close(
+        &self,
+        cx: &CallContext,
+        args: AppCloseArgs,
+    ) -> Result<Reply<AppCloseOutput>, ToolError> {
+        let handles = match (&args.handle, &args.name) {
+            (Some(handle), _) => {
+                let name = self.launched.name_of(handle).ok_or_else(|| {
+                    ToolError::new(
+                        ErrorCode::NotFound,
+                        format!("handle: `{handle}` is no application gantry launched (or it was closed)"),
+                    )
+                })?;
+                cx.authorize(actions::APP_CLOSE, &self.resource(&name), ())?;
+                vec![handle.clone()]
+            }
+            (None, Some(name)) => {
+                cx.authorize(actions::APP_CLOSE, &self.resource(name), ())?;
+                self.launched.handles_of(name)
+            }
+            (None, None) => return Err(ToolError::invalid_input("give `handle` or `name`")),
+        };
+        let grace = limits::app_close::GRACE.duration();
+        let mut closed = Vec::new();
+        for handle in handles {
+            if self.launched.close(&handle, grace).await {
+                closed.push(handle);
+            }
+        }
+        Ok(Reply::new(AppCloseOutput { closed }))
+    }
+
+    /// Ends every application gantry launched (server shutdown).
+    pub fn shutdown(&self) {
+        self.launched.shutdown();
+    }
+}
