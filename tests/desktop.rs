@@ -644,13 +644,7 @@ async fn the_shell_connectors_screen_and_input_tools_reach_the_app() {
     let mut app = App::start("shellinput", &[]).await;
     let sb = sandbox();
     let shell = sb.stdio(&["--connector", "shell"]).await;
-    let names: Vec<String> = shell
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names: Vec<String> = crate::support::tool_names(&shell).await;
     for tool in [
         "screen.capture",
         "input.click",
@@ -716,13 +710,7 @@ async fn the_shell_connectors_screen_and_input_tools_reach_the_app() {
 
     sb.config(&format!("{HOST_DISPLAY}control = false\n"));
     let shell = sb.stdio(&["--connector", "shell"]).await;
-    let names: Vec<String> = shell
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names: Vec<String> = crate::support::tool_names(&shell).await;
     assert!(names.contains(&"screen.capture".to_string()), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("input.")), "{names:?}");
     let r = call(&shell, "input.click", click).await;
@@ -836,13 +824,7 @@ async fn browser_open_starts_the_configured_browser_with_http_addresses_only() {
 
     sb.config(&browser_config("").replace(HOST_DISPLAY, ""));
     let shell = sb.stdio(&["--connector", "shell"]).await;
-    let names: Vec<String> = shell
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names: Vec<String> = crate::support::tool_names(&shell).await;
     assert!(!names.contains(&"browser.open".to_string()), "{names:?}");
     let r = call(
         &shell,
@@ -956,13 +938,7 @@ async fn apps_are_launched_as_declared_and_closed_with_their_tree() {
         "[apps.sleeper]\ncommand = [\"/bin/sh\", \"-c\", \"exec sleep {marker}3\"]\n"
     ));
     let shell = sb.stdio(&["--connector", "shell"]).await;
-    let names: Vec<String> = shell
-        .list_all_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names: Vec<String> = crate::support::tool_names(&shell).await;
     assert!(!names.iter().any(|n| n.starts_with("app.")), "{names:?}");
     let r = call(&shell, "app.launch", json!({ "name": "sleeper" })).await;
     assert!(

@@ -430,6 +430,17 @@ pub fn proc_status(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The names of the tools `client` is offered, in the server's order.
+pub async fn tool_names(client: &RunningService<RoleClient, ()>) -> Vec<String> {
+    client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
 /// A real MCP client (rmcp) on a Streamable HTTP endpoint.
 pub async fn http_client(url: &str) -> RunningService<RoleClient, ()> {
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_string());
