@@ -851,6 +851,8 @@ async fn apps_are_launched_as_declared_and_closed_with_their_tree() {
     if !display() {
         return;
     }
+    // Its fixture window opens where the other tests' does: one at a time.
+    let _turn = ONE_AT_A_TIME.lock().await;
     let sb = Sandbox::new();
     let marker = format!("{}", 40_000 + std::process::id() % 10_000);
     let title = format!("gantry launched {marker}");
