@@ -694,6 +694,10 @@ async fn the_shell_connectors_screen_and_input_tools_reach_the_app() {
         text(&r)
     );
     assert!(!app.printed_within("clicked 2", 300).await);
+    // A retry at once stands back too; once the pointer has been still for 2 s, it runs.
+    let r = call(&shell, "input.click", click.clone()).await;
+    assert!(text(&r).starts_with("BUSY"), "{}", text(&r));
+    tokio::time::sleep(Duration::from_millis(2200)).await;
     let r = call(&shell, "input.click", click.clone()).await;
     assert!(!is_error(&r), "{}", text(&r));
     app.expect("clicked 2").await;

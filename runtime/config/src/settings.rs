@@ -167,8 +167,11 @@ pub const DEFAULT_DISPLAY_PROGRAMS: &[&str] = &[
     "import", "scrot", "grim", "slurp", "maim", "xwd", "gnome-screenshot", "spectacle",
     "flameshot", "shutter", "ksnip", "xfce4-screenshooter", "mate-screenshot", "deepin-screenshot",
     "screencapture", "screenshot", "wf-recorder", "recordmydesktop", "simplescreenrecorder",
-    "vokoscreen", "peek", "kazam", "obs", "x11vnc", "wayvnc", "vncsnapshot", "xwininfo", "xprop",
-    "xdpyinfo", "xsel", "xclip", "wl-copy", "wl-paste", "snippingtool", "psr",
+    "vokoscreen", "vokoscreenng", "peek", "kazam", "obs", "x11vnc", "x0vncserver", "wayvnc",
+    "vncsnapshot", "grimshot", "grimblast", "xwininfo", "xprop", "xdpyinfo", "xsel", "xclip",
+    "copyq", "wl-copy", "wl-paste", "snippingtool", "psr",
+    // The session's own controls: windows, access, the compositor, the session bus.
+    "xkill", "xhost", "xauth", "i3-msg", "swaymsg", "hyprctl", "gdbus", "dbus-send",
     // Input.
     "xdotool", "ydotool", "wtype", "xte", "xinput", "xmodmap", "xsendkey", "cliclick",
     "nircmd", "autohotkey",

@@ -23,6 +23,12 @@ pub const DISPLAY_VARS: &[&str] = &[
     "I3SOCK",
     "HYPRLAND_INSTANCE_SIGNATURE",
     "DESKTOP_STARTUP_ID",
+    // The accessibility bus reads and drives every application's controls; the session
+    // manager and a terminal's remote control (kitty) reach the session too.
+    "AT_SPI_BUS_ADDRESS",
+    "SESSION_MANAGER",
+    "DBUS_STARTER_ADDRESS",
+    "KITTY_LISTEN_ON",
 ];
 
 /// Checks a command's start directory: absolute and an existing directory. (Commands are not

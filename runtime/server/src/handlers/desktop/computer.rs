@@ -38,6 +38,9 @@ const MAX_BATCH_WAIT_MS: i64 = 60_000;
 /// How long after one of gantry's pointer steps a single step (a Shell input tool) still
 /// checks that the pointer stayed where gantry left it: the gap between a model's calls.
 const YIELD_WINDOW: Duration = Duration::from_secs(10);
+/// After a single step stood back for the person at the computer, how long the pointer must
+/// then stay still before the next one runs: a retry at once waits for them too.
+const STILL_FOR: Duration = Duration::from_secs(2);
 
 /// The Cedar actions desktop steps are decided by: the Desktop connector's `computer`
 /// operations, or a Shell input tool's own.
@@ -905,32 +908,51 @@ pub(super) async fn one_step(
         actions,
     };
     if state.yield_to_user {
-        let left = state
-            .left_pointer
-            .lock()
-            .map_err(|_| ToolError::new(ErrorCode::Internal, "pointer record lock poisoned"))?
-            .take();
         let (now, keys) = blocking(&state, |d| Ok((d.pointer()?, d.keys_held()?)))
             .await
             .map_err(tool_error)?;
-        if keys {
-            return Err(ToolError::new(
-                ErrorCode::Busy,
-                "the user is typing (a key is held down): not run, to let them work; try again when they are done",
-            ));
-        }
-        if let Some((at, when)) = left
-            && when.elapsed() < YIELD_WINDOW
-            && at != now
-        {
+        let mut record = state
+            .left_pointer
+            .lock()
+            .map_err(|_| ToolError::new(ErrorCode::Internal, "pointer record lock poisoned"))?;
+        let why = if keys {
+            Some("the user is typing (a key is held down)".to_string())
+        } else {
+            match *record {
+                // Gantry's own last step left the pointer elsewhere a moment ago.
+                Some(Left::ByGantry(at, when)) if when.elapsed() < YIELD_WINDOW && at != now => {
+                    Some(format!(
+                        "the user moved the mouse (to {},{}; gantry left it at {},{})",
+                        now.0, now.1, at.0, at.1
+                    ))
+                }
+                // A step already stood back: the user must have let the pointer be since.
+                Some(Left::ByUser(at, when)) if at != now || when.elapsed() < STILL_FOR => {
+                    Some(format!(
+                        "the user is at work (the mouse moved within the last {} s)",
+                        STILL_FOR.as_secs()
+                    ))
+                }
+                _ => None,
+            }
+        };
+        if let Some(why) = why {
+            // Where the user left it, and when: the next call waits until it stays put.
+            let since = match *record {
+                Some(Left::ByUser(at, when)) if at == now => when,
+                _ => std::time::Instant::now(),
+            };
+            *record = Some(Left::ByUser(now, since));
             return Err(ToolError::new(
                 ErrorCode::Busy,
                 format!(
-                    "the user moved the mouse (to {},{}; gantry left it at {},{}): not run, to let them work; try again when they are done",
-                    now.0, now.1, at.0, at.1
+                    "{why}: not run, to let them work; try again when the pointer has been still for {} s",
+                    STILL_FOR.as_secs()
                 ),
             ));
         }
+        *record = None;
+        drop(record);
         batch.pointer = Some(now);
     }
     let outcome = batch.step(0, step).await;
@@ -938,7 +960,7 @@ pub(super) async fn one_step(
         && let Some(p) = batch.pointer
         && let Ok(mut left) = state.left_pointer.lock()
     {
-        *left = Some((p, Instant::now()));
+        *left = Some(Left::ByGantry(p, Instant::now()));
     }
     // The step's fields are the tool's own arguments: named as such.
     let done = outcome.map_err(|e| {
@@ -949,4 +971,13 @@ pub(super) async fn one_step(
         ToolError::new(e.code, message)
     })?;
     Ok(format!("ok ({}): {}", done.route, done.line))
+}
+
+/// Who last left the pointer where it is, as single steps (the Shell input tools) see it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Left {
+    /// Gantry's last step, at that point and time.
+    ByGantry((i32, i32), Instant),
+    /// The user, seen there by a step that stood back, since then.
+    ByUser((i32, i32), Instant),
 }

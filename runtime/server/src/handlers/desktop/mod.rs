@@ -29,8 +29,8 @@ struct State {
     /// One batch at a time: two batches' input would interleave.
     batch: tokio::sync::Mutex<()>,
     yield_to_user: bool,
-    /// Where gantry's last single step (a Shell input tool) left the pointer, and when.
-    left_pointer: Mutex<Option<((i32, i32), std::time::Instant)>>,
+    /// Who last left the pointer where it is, as single steps (Shell input tools) see it.
+    left_pointer: Mutex<Option<computer::Left>>,
 }
 
 /// Handlers of the Desktop connector; without a reachable desktop the connector is not
