@@ -107,7 +107,18 @@ fn action_name(a: Action) -> &'static str {
     a.as_str()
 }
 
-impl Batch<'_> {
+impl<'a> Batch<'a> {
+    /// A batch on `state` with no step run yet, each step decided by `actions`.
+    fn new(state: &'a Arc<State>, cx: &'a CallContext, actions: StepActions) -> Self {
+        Batch {
+            state,
+            cx,
+            pointer: None,
+            last_pointer_step: None,
+            actions,
+        }
+    }
+
     fn desktop(&self) -> &Desktop {
         &self.state.desktop
     }
@@ -789,13 +800,7 @@ pub(super) async fn run(
         )));
     }
     let _only_batch = state.batch.lock().await;
-    let mut batch = Batch {
-        state: &state,
-        cx,
-        pointer: None,
-        last_pointer_step: None,
-        actions: StepActions::COMPUTER,
-    };
+    let mut batch = Batch::new(&state, cx, StepActions::COMPUTER);
     if state.yield_to_user {
         // Without the pointer's position nobody could tell the user is at work: refuse.
         batch.pointer = Some(
@@ -900,13 +905,7 @@ pub(super) async fn one_step(
     actions: StepActions,
 ) -> Result<String, ToolError> {
     let _only_batch = state.batch.lock().await;
-    let mut batch = Batch {
-        state: &state,
-        cx,
-        pointer: None,
-        last_pointer_step: None,
-        actions,
-    };
+    let mut batch = Batch::new(&state, cx, actions);
     if state.yield_to_user {
         let (now, keys) = blocking(&state, |d| Ok((d.pointer()?, d.keys_held()?)))
             .await
