@@ -52,6 +52,9 @@ mod file_batch;
 // Upstreams started with `sh` and `sleep`.
 #[cfg(unix)]
 mod gateway;
+// A real systemd user manager in a mount namespace; reads /proc.
+#[cfg(target_os = "linux")]
+mod services;
 // Starts POSIX programs and reads /proc.
 #[cfg(target_os = "linux")]
 mod shell;

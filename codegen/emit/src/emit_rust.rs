@@ -577,18 +577,31 @@ fn connector_mod(surface: &Surface, connector: &str) -> Result<TokenStream, Stri
                     }
                 });
                 let args = format_ident!("{}Args", base);
-                let optional = t.input.iter().filter(|f| !f.required).map(|f| {
-                    let fname = ident(&f.name);
-                    let json = &f.name;
-                    quote!(if self.#fname.is_some() { given.push(#json); })
-                });
+                let optional: Vec<_> = t
+                    .input
+                    .iter()
+                    .filter(|f| !f.required)
+                    .map(|f| {
+                        let fname = ident(&f.name);
+                        let json = &f.name;
+                        quote!(if self.#fname.is_some() { given.push(#json); })
+                    })
+                    .collect();
+                // A tool with no optional input gives none (and needs no `mut`).
+                let body = if optional.is_empty() {
+                    quote!(Vec::new())
+                } else {
+                    quote! {
+                        let mut given = Vec::new();
+                        #(#optional)*
+                        given
+                    }
+                };
                 out.items.push(quote! {
                     impl #args {
                         /// The optional inputs this call gives, by name.
                         pub fn given(&self) -> Vec<&'static str> {
-                            let mut given = Vec::new();
-                            #(#optional)*
-                            given
+                            #body
                         }
                     }
                 });

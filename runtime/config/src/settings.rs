@@ -68,6 +68,7 @@ struct ConfigFile {
     zodex: Option<ZodexSection>,
     shell: Option<ShellSection>,
     browser: Option<crate::browser::BrowserConfig>,
+    services: Option<crate::services::ServicesConfig>,
     /// The applications `app.launch` may start, by name.
     #[serde(default)]
     apps: BTreeMap<String, crate::apps::AppConfig>,
@@ -292,6 +293,8 @@ pub struct Settings {
     pub browser: crate::browser::BrowserConfig,
     /// The applications `app.launch` may start (`[apps.NAME]`), by name.
     pub apps: Vec<(String, crate::apps::AppConfig)>,
+    /// The services `service.status` and `service.control` may reach (`[services]`).
+    pub services: crate::services::ServicesConfig,
     /// The Gateway connector's upstream servers, by name.
     pub gateway_servers: Vec<(String, crate::upstream::UpstreamConfig)>,
     /// The Hosts connector's machines, by name.
@@ -713,6 +716,13 @@ impl Settings {
                 reason,
             });
         }
+        let services = file.services.clone().unwrap_or_default();
+        for reason in services.problems() {
+            errors.push(ConfigError::Setting {
+                what: shown.clone(),
+                reason,
+            });
+        }
         let mut gateway_servers = Vec::new();
         let servers = file.gateway.map(|g| g.servers).unwrap_or_default();
         if servers.len() > generated::gateway::limits::upstream::MAX_SERVERS {
@@ -853,6 +863,7 @@ impl Settings {
                 }),
             browser,
             apps,
+            services,
             shell_display_programs: file
                 .shell
                 .as_ref()

@@ -361,6 +361,11 @@ impl Reloader {
             problems
                 .push("[apps] changed in the config file: restart gantry for it to apply".into());
         }
+        if s.services != self.settings.services {
+            problems.push(
+                "[services] changed in the config file: restart gantry for it to apply".into(),
+            );
+        }
         if s.browser != self.settings.browser {
             problems.push(
                 "[browser] changed in the config file: restart gantry for it to apply".into(),

@@ -12,6 +12,7 @@ mod find;
 mod gateway;
 mod hosts;
 mod read;
+mod services;
 mod session;
 mod shell;
 mod shell_input;

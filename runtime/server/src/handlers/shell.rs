@@ -11,7 +11,8 @@ use generated::shell::{
     FsMkdirOutput, FsMoveArgs, FsMoveOutput, FsReadArgs, FsReadOutput, FsWriteArgs,
     FsWriteArgsMode, FsWriteOperation, FsWriteOutput, InputClickArgs, InputKeyArgs, InputMoveArgs,
     InputTypeArgs, ProcessKillArgs, ProcessKillArgsSignal, ProcessKillOutput, ProcessListArgs,
-    ProcessListOutput, ScreenCaptureArgs, ScreenCaptureOutput, ShellExecArgs, ShellExecOutput,
+    ProcessListOutput, ScreenCaptureArgs, ScreenCaptureOutput, ServiceControlArgs,
+    ServiceControlOutput, ServiceStatusArgs, ServiceStatusOutput, ShellExecArgs, ShellExecOutput,
     ShellHandlers, SystemInfoArgs, SystemInfoOutput, actions, limits,
 };
 use generated::types::{FsEntry, FsEntryType, ProcessInfo, ProcessInfoKind};
@@ -41,6 +42,8 @@ pub struct ShellTools {
     browser: Arc<config::browser::BrowserConfig>,
     /// `[apps]`, and the applications gantry launched.
     apps: Arc<super::apps::AppTools>,
+    /// `[services]`: the services the service tools may reach.
+    services: Arc<super::services::ServiceTools>,
 }
 
 impl ShellTools {
@@ -62,6 +65,9 @@ impl ShellTools {
             desktop,
             browser: Arc::new(settings.browser.clone()),
             apps: Arc::new(super::apps::AppTools::new(settings.apps.clone())),
+            services: Arc::new(super::services::ServiceTools::new(
+                settings.services.clone(),
+            )),
         }
     }
 
@@ -181,6 +187,22 @@ impl ShellHandlers for ShellTools {
         cx: &CallContext,
     ) -> Result<Reply<AppCloseOutput>, ToolError> {
         self.apps.close(cx, call.into_inner()).await
+    }
+
+    async fn service_status(
+        &self,
+        call: Authorized<ServiceStatusArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<ServiceStatusOutput>, ToolError> {
+        self.services.status(cx, call.into_inner()).await
+    }
+
+    async fn service_control(
+        &self,
+        call: Authorized<ServiceControlArgs>,
+        cx: &CallContext,
+    ) -> Result<Reply<ServiceControlOutput>, ToolError> {
+        self.services.control(cx, call.into_inner()).await
     }
 
     async fn browser_open(
