@@ -325,6 +325,16 @@ async fn services_are_read_and_driven_through_a_real_systemd_user_manager() {
     )
     .await;
     assert!(text(&r).starts_with("PERMISSION_DENIED"), "{}", text(&r));
+    // A changed [services] refuses every call until gantry restarts.
+    sb.config(
+        "[permissions]\nservice_control = false\n[services]\nmanager = \"user\"\nallowed = [\"nginx\", \"postgresql\"]\n",
+    );
+    let r = call(&client, "service.status", json!({ "name": "nginx" })).await;
+    assert!(
+        is_error(&r) && text(&r).contains("[services] changed in the config file"),
+        "{}",
+        text(&r)
+    );
     client.cancel().await.unwrap();
 
     // The README's example policy, as written there: one service, whatever [services] allows.

@@ -644,3 +644,69 @@ async fn a_wine_window_is_listed_captured_and_typed_into() {
     );
     client.cancel().await.unwrap();
 }
+
+/// `service.status` and `service.control` through Wine's Service Control Manager: its print
+/// spooler (a service every Wine prefix has) read, started and stopped, each answered with
+/// the state after; a reload, which Windows services do not have, refused naming `action`;
+/// names compared as Windows does (without case); an unknown allowed name NOT_FOUND; a name
+/// the config does not allow refused before the manager hears of it.
+#[tokio::test]
+async fn services_are_read_and_driven_through_wines_service_control_manager() {
+    let Some(exe) = wine_exe() else { return };
+    let sb = Sandbox::new();
+    sb.config("[services]\nallowed = [\"spooler\", \"NoSuchService\"]\n");
+    let client = serve_with(&sb, &exe, &["--connector", "shell"]).await;
+    let ok = |r: &rmcp::model::CallToolResult| {
+        assert!(!is_error(r), "{}", text(r));
+        r.structured_content.clone().unwrap_or_default()
+    };
+    let o = ok(&call(&client, "service.status", json!({ "name": "Spooler" })).await);
+    assert_eq!(o["service"]["manager"], "scm", "{o}");
+    assert_eq!(o["service"]["name"], "Spooler", "{o}");
+    assert!(o["service"]["starts"].is_string(), "{o}");
+    let o = ok(&call(
+        &client,
+        "service.control",
+        json!({ "name": "Spooler", "action": "start" }),
+    )
+    .await);
+    assert_eq!(o["result"], "done", "{o}");
+    assert_eq!(o["service"]["state"], "running", "{o}");
+    assert!(o["service"]["pid"].as_i64().is_some_and(|p| p > 0), "{o}");
+    let o = ok(&call(
+        &client,
+        "service.control",
+        json!({ "name": "spooler", "action": "stop" }),
+    )
+    .await);
+    assert_eq!(o["result"], "done", "{o}");
+    assert_eq!(o["service"]["state"], "stopped", "{o}");
+    for (tool, args, code, names) in [
+        (
+            "service.control",
+            json!({ "name": "Spooler", "action": "reload" }),
+            "INVALID_INPUT",
+            "action: Windows services have no reload",
+        ),
+        (
+            "service.status",
+            json!({ "name": "NoSuchService" }),
+            "NOT_FOUND",
+            "`NoSuchService`",
+        ),
+        (
+            "service.status",
+            json!({ "name": "RpcSs" }),
+            "COMMAND_NOT_ALLOWED",
+            "[services]",
+        ),
+    ] {
+        let r = call(&client, tool, args.clone()).await;
+        assert!(
+            text(&r).starts_with(code) && text(&r).contains(names),
+            "{tool} {args}: {}",
+            text(&r)
+        );
+    }
+    client.cancel().await.unwrap();
+}

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use windows_sys::Win32::Foundation::{
     ERROR_ACCESS_DENIED, ERROR_INSUFFICIENT_BUFFER, ERROR_SERVICE_ALREADY_RUNNING,
-    ERROR_SERVICE_DOES_NOT_EXIST, ERROR_SERVICE_NOT_ACTIVE, GetLastError,
+    ERROR_SERVICE_DOES_NOT_EXIST, ERROR_SERVICE_NEVER_STARTED, ERROR_SERVICE_NOT_ACTIVE,
+    ERROR_SERVICE_SPECIFIC_ERROR, GetLastError,
 };
 use windows_sys::Win32::System::Services::{
     CloseServiceHandle, ControlService, OpenSCManagerW, OpenServiceW, QUERY_SERVICE_CONFIGW,
@@ -154,14 +155,20 @@ fn state_of(current: u32) -> (State, &'static str) {
 fn read(service: &Handle, name: &str) -> Result<ServiceState, ServiceError> {
     let status = query(service, name)?;
     let (state, words) = state_of(status.dwCurrentState);
+    // "Never started" is how a service that never ran stands, not an exit code.
+    let exit = match status.dwWin32ExitCode {
+        ERROR_SERVICE_NEVER_STARTED => 0,
+        ERROR_SERVICE_SPECIFIC_ERROR => status.dwServiceSpecificExitCode.max(1),
+        code => code,
+    };
     // A stopped service that exited with an error is a failure, as systemd would say.
-    let state = if state == State::Stopped && status.dwWin32ExitCode != 0 {
+    let state = if state == State::Stopped && exit != 0 {
         State::Failed
     } else {
         state
     };
-    let detail = if status.dwWin32ExitCode != 0 {
-        format!("{words} (exit code {})", status.dwWin32ExitCode)
+    let detail = if exit != 0 {
+        format!("{words} (exit code {exit})")
     } else {
         words.to_string()
     };
