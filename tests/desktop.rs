@@ -789,7 +789,7 @@ async fn browser_open_starts_the_configured_browser_with_http_addresses_only() {
     ] {
         let r = call(&shell, "browser.open", json!({ "url": bad })).await;
         assert!(
-            is_error(&r) && text(&r).contains(why),
+            is_error(&r) && text(&r).contains(why) && text(&r).contains("url: "),
             "{bad}: {}",
             text(&r)
         );
@@ -805,7 +805,19 @@ async fn browser_open_starts_the_configured_browser_with_http_addresses_only() {
     )
     .await;
     assert!(
-        text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("[browser] hosts"),
+        text(&r).starts_with("PERMISSION_DENIED: url: ") && text(&r).contains("[browser] hosts"),
+        "{}",
+        text(&r)
+    );
+    // With hosts named, another scheme is still refused for its scheme.
+    let r = call(
+        &shell,
+        "browser.open",
+        json!({ "url": "file:///etc/passwd" }),
+    )
+    .await;
+    assert!(
+        text(&r).contains("only http and https") && !text(&r).contains("[browser] hosts"),
         "{}",
         text(&r)
     );

@@ -72,6 +72,13 @@ impl ToolError {
         )
     }
 
+    /// The same error, its message led by the input it concerns (`url: ...`), for a refusal
+    /// decided on a resource that input names.
+    #[must_use]
+    pub fn at(self, input: &str) -> Self {
+        Self::new(self.code, format!("{input}: {}", self.message))
+    }
+
     /// `OS_ERROR` naming what was being done (`BUSY` when the error is a memory ceiling
     /// reached below, see [`crate::memory`]).
     pub fn os(doing: impl fmt::Display, err: &std::io::Error) -> Self {

@@ -50,7 +50,9 @@ impl AppTools {
         cx: &CallContext,
         args: AppLaunchArgs,
     ) -> Result<Reply<AppLaunchOutput>, ToolError> {
-        let launch = cx.authorize(actions::APP_LAUNCH, &self.resource(&args.name), ())?;
+        let launch = cx
+            .authorize(actions::APP_LAUNCH, &self.resource(&args.name), ())
+            .map_err(|e| e.at("name"))?;
         drop(launch);
         let Some(app) = self.declared(&args.name) else {
             // The base policy refuses undeclared names; this is its fail-closed twin.
@@ -97,7 +99,9 @@ impl AppTools {
             cwd: roots.first().to_path_buf(),
             group: terminal.new_group(),
         };
-        let launch = cx.authorize(actions::APP_LAUNCH, &self.resource(&args.name), launch)?;
+        let launch = cx
+            .authorize(actions::APP_LAUNCH, &self.resource(&args.name), launch)
+            .map_err(|e| e.at("name"))?;
         let (handle, pid) = self.launched.launch(launch, limits::app_launch::MAX_APPS)?;
         Ok(Reply::new(AppLaunchOutput {
             handle,
@@ -118,11 +122,13 @@ impl AppTools {
                         format!("handle: `{handle}` is no application gantry launched (or it was closed)"),
                     )
                 })?;
-                cx.authorize(actions::APP_CLOSE, &self.resource(&name), ())?;
+                cx.authorize(actions::APP_CLOSE, &self.resource(&name), ())
+                    .map_err(|e| e.at("handle"))?;
                 vec![handle.clone()]
             }
             (None, Some(name)) => {
-                cx.authorize(actions::APP_CLOSE, &self.resource(name), ())?;
+                cx.authorize(actions::APP_CLOSE, &self.resource(name), ())
+                    .map_err(|e| e.at("name"))?;
                 self.launched.handles_of(name)
             }
             (None, None) => return Err(ToolError::invalid_input("give `handle` or `name`")),

@@ -34,7 +34,8 @@ pub(super) async fn open(
         host_allowed: browser.allows_host(&host),
         host,
     };
-    cx.authorize(actions::BROWSER_OPEN, &resource, ())?;
+    cx.authorize(actions::BROWSER_OPEN, &resource, ())
+        .map_err(|e| e.at("url"))?;
     let argv = browser.command_line(url.as_str());
     let Some((name, rest)) = argv.split_first() else {
         return Err(ToolError::new(

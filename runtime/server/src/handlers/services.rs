@@ -90,7 +90,8 @@ impl ServiceTools {
             }
             ServiceControlArgsAction::Reload => (ServiceControlOperation::Reload, Action::Reload),
         };
-        cx.authorize(operation.action(), &service, ())?;
+        cx.authorize(operation.action(), &service, ())
+            .map_err(|e| e.at("name"))?;
         Self::allowed(&service)?;
         let settle = limits::service_control::SETTLE.duration();
         let (outcome, state) = services::control(self.manager(), &service.id, action, settle)
