@@ -1153,3 +1153,125 @@ async fn without_a_display_the_desktop_connector_is_not_served() {
         assert!(server.urls.contains_key("desktop"), "{:?}", server.urls);
     }
 }
+
+/// A popup menu is judged as the application that opened it, whatever its own class says:
+/// Tk's menus are windows of their own, classed `Menu`. With a policy hiding the Tk app, its
+/// posted menu is blacked out of the Shell connector's capture and a click on its item is
+/// refused and reaches nothing; without the policy the same pixels show and the same click
+/// chooses the item.
+#[tokio::test]
+async fn a_popup_menu_is_judged_as_the_application_that_opened_it() {
+    if !display() {
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let sb = sandbox();
+    let log = sb.path("chosen.log");
+    let mut tk = std::process::Command::new("wish8.6")
+        .arg(workspace("tests/desktop/tk_menu.tcl"))
+        .args(["100", "100"])
+        .arg(&log)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("wish8.6 (Debian's tk8.6) runs the Tk fixture");
+    let policies = sb.path("policies");
+    std::fs::create_dir_all(&policies).unwrap();
+    let shot = |r: &CallToolResult| {
+        let image = r.content.iter().find_map(|c| c.as_image()).unwrap();
+        let png = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &image.data)
+            .unwrap();
+        image::load_from_memory(&png).unwrap().to_rgba8()
+    };
+    // The item's first line, over the bare desktop: the Tk window lies far from it.
+    let (x, y) = (115u32, 108u32);
+    let menu_grey = [0xd9, 0xd9, 0xd9, 255];
+
+    // Without a policy: the menu shows and its item can be chosen.
+    let shell = sb
+        .stdio(&[
+            "--connector",
+            "shell",
+            "--policies",
+            policies.to_str().unwrap(),
+        ])
+        .await;
+    let mut shown = false;
+    for _ in 0..100 {
+        let r = call(&shell, "screen.capture", json!({})).await;
+        if shot(&r).get_pixel(x, y).0 == menu_grey {
+            shown = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(shown, "the Tk menu never showed");
+    shell.cancel().await.unwrap();
+
+    std::fs::write(
+        policies.join("no_tk.cedar"),
+        "@id(\"local.no_tk\")\n@reason(\"the Tk app is off limits\")\nforbid (principal, action, resource is Window) when { resource.app == \"tk_menu.tcl\" };\n",
+    )
+    .unwrap();
+    let shell = sb
+        .stdio(&[
+            "--connector",
+            "shell",
+            "--policies",
+            policies.to_str().unwrap(),
+        ])
+        .await;
+    let r = call(&shell, "screen.capture", json!({})).await;
+    assert_eq!(
+        shot(&r).get_pixel(x, y).0,
+        [0, 0, 0, 255],
+        "the hidden app's menu was sent: {}",
+        text(&r)
+    );
+    let f2 = facts(&r)["frame"].as_str().unwrap().to_string();
+    let r = call(
+        &shell,
+        "input.click",
+        json!({ "frame": f2, "x": x, "y": y }),
+    )
+    .await;
+    assert!(
+        text(&r).contains("PERMISSION_DENIED") && text(&r).contains("off limits"),
+        "{}",
+        text(&r)
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!log.exists(), "the refused click chose the item");
+    shell.cancel().await.unwrap();
+
+    // The same click without the policy reaches the item: the refusal above was the policy's.
+    std::fs::remove_file(policies.join("no_tk.cedar")).unwrap();
+    let shell = sb
+        .stdio(&[
+            "--connector",
+            "shell",
+            "--policies",
+            policies.to_str().unwrap(),
+        ])
+        .await;
+    let r = call(&shell, "screen.capture", json!({})).await;
+    let f3 = facts(&r)["frame"].as_str().unwrap().to_string();
+    let r = call(
+        &shell,
+        "input.click",
+        json!({ "frame": f3, "x": x, "y": y }),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let mut chosen = false;
+    for _ in 0..50 {
+        if std::fs::read_to_string(&log).is_ok_and(|s| s.contains("chosen")) {
+            chosen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(chosen, "the click did not reach the menu item");
+    shell.cancel().await.unwrap();
+    let _ = tk.kill();
+    let _ = tk.wait();
+}

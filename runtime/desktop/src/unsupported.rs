@@ -39,6 +39,9 @@ impl Desktop {
     pub fn focused_window(&self, _: &[WindowInfo]) -> Result<Option<WindowInfo>, DesktopError> {
         match self.never {}
     }
+    pub fn popups(&self, _: &[WindowInfo]) -> Result<Vec<WindowInfo>, DesktopError> {
+        match self.never {}
+    }
     pub fn capture(&self, _: Rect) -> Result<Capture, DesktopError> {
         match self.never {}
     }

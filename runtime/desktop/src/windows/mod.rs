@@ -77,6 +77,10 @@ impl Desktop {
         Ok(win32::windows())
     }
 
+    pub fn popups(&self, listed: &[WindowInfo]) -> Result<Vec<WindowInfo>, DesktopError> {
+        Ok(win32::popups(listed))
+    }
+
     pub fn window_at(
         &self,
         listed: &[WindowInfo],

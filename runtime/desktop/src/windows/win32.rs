@@ -187,6 +187,38 @@ pub fn windows() -> Vec<WindowInfo> {
     out
 }
 
+/// The shown top-level windows the list leaves out (menus, tooltips, untitled and tool
+/// windows), each as [`resolve`] judges it: by the listed window that owns it, else by its
+/// own process. Topmost first.
+pub fn popups(listed: &[WindowInfo]) -> Vec<WindowInfo> {
+    let mut all: Vec<HWND> = Vec::new();
+    // SAFETY: the callback only pushes into `all`, which outlives the call.
+    unsafe {
+        EnumWindows(Some(collect), (&raw mut all) as LPARAM);
+    }
+    all.into_iter()
+        .filter(|&hwnd| {
+            // SAFETY: queries on a window handle; a handle gone meanwhile answers 0.
+            let shown = unsafe { IsWindowVisible(hwnd) != 0 && IsIconic(hwnd) == 0 };
+            shown
+                && !cloaked(hwnd)
+                && !listed.iter().any(|l| l.id == hwnd as usize as u64)
+                && visible_rect(hwnd).is_some()
+        })
+        .filter_map(|hwnd| {
+            // Judged as its owner, drawn where it is.
+            resolve(listed, hwnd).map(|mut w| {
+                let rect = visible_rect(hwnd).unwrap_or_default();
+                w.id = hwnd as usize as u64;
+                w.rect = rect;
+                w.frame = rect;
+                w.focused = false;
+                w
+            })
+        })
+        .collect()
+}
+
 /// `hwnd` as a window the list does not hold (untitled, a tool window, the taskbar).
 fn unlisted(hwnd: HWND) -> WindowInfo {
     let mut pid = 0u32;

@@ -383,9 +383,38 @@ impl Display {
         Ok(None)
     }
 
-    /// `t` as a window the list does not hold (a menu, a tooltip, a launcher): its own title,
-    /// class and process, or its first child's that has them.
-    fn unlisted(&self, t: Window) -> Result<WindowInfo, DesktopError> {
+    /// The listed window made by the same X client as `t`: window ids are allocated from
+    /// their client's id base, so a popup menu or tooltip shares its application's base
+    /// whatever its own class says (Tk's menus call themselves `Menu`).
+    fn owner_of(&self, listed: &[WindowInfo], t: Window) -> Option<WindowInfo> {
+        let client = |id: u64| id & !u64::from(self.conn.setup().resource_id_mask);
+        let base = client(u64::from(t));
+        listed.iter().find(|l| client(l.id) == base).cloned()
+    }
+
+    /// `t` as a window the list does not hold (a menu, a tooltip, a launcher): as the listed
+    /// window of the same client when there is one (so a policy on an application holds for
+    /// its menus), else its own title, class and process, or its first child's that has them.
+    fn unlisted(&self, listed: &[WindowInfo], t: Window) -> Result<WindowInfo, DesktopError> {
+        if let Some(owner) = self.owner_of(listed, t) {
+            let geom = x!(
+                "geometry",
+                x!("geometry", self.conn.get_geometry(t)).reply()
+            );
+            let rect = Rect {
+                x: i32::from(geom.x),
+                y: i32::from(geom.y),
+                w: u32::from(geom.width),
+                h: u32::from(geom.height),
+            };
+            return Ok(WindowInfo {
+                id: u64::from(t),
+                rect,
+                frame: rect,
+                focused: false,
+                ..owner
+            });
+        }
         let mut candidates = vec![t];
         if let Ok(tree) = self
             .conn
@@ -450,6 +479,35 @@ impl Display {
         })
     }
 
+    /// The windows drawn over the listed ones without a window manager's say (menus,
+    /// tooltips, drop-downs: mapped override-redirect children of the root), each judged as
+    /// [`Self::unlisted`] judges it, topmost first.
+    pub fn popups(&self, listed: &[WindowInfo]) -> Result<Vec<WindowInfo>, DesktopError> {
+        let tree = x!(
+            "window tree",
+            x!("window tree", self.conn.query_tree(self.root)).reply()
+        );
+        let pending: Vec<_> = tree
+            .children
+            .iter()
+            .map(|&w| (w, self.conn.get_window_attributes(w)))
+            .collect();
+        let mut out = Vec::new();
+        for (w, attrs) in pending {
+            let Some(attrs) = attrs.ok().and_then(|c| c.reply().ok()) else {
+                continue;
+            };
+            if attrs.override_redirect && attrs.map_state == MapState::VIEWABLE {
+                // One that closed meanwhile is simply not there.
+                if let Ok(info) = self.unlisted(listed, w) {
+                    out.push(info);
+                }
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
     /// The window that input at `(x, y)` reaches now: a listed window when the point is in
     /// one (decorations included), else whatever top-level window is there (its app read
     /// from its class), `None` over the bare desktop.
@@ -474,7 +532,7 @@ impl Display {
         }
         match self.listed_in(listed, r.child)? {
             Some(w) => Ok(Some(w)),
-            None => self.unlisted(r.child).map(Some),
+            None => self.unlisted(listed, r.child).map(Some),
         }
     }
 
@@ -503,7 +561,7 @@ impl Display {
                 if let Some(l) = self.listed_in(listed, w)? {
                     return Ok(Some(l));
                 }
-                return self.unlisted(w).map(Some);
+                return self.unlisted(listed, w).map(Some);
             }
             w = t.parent;
         }

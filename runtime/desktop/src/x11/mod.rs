@@ -55,6 +55,12 @@ impl Desktop {
         self.display.windows()
     }
 
+    /// The popups (menus, tooltips) shown over the windows, each judged as the listed window
+    /// of its application where it has one.
+    pub fn popups(&self, listed: &[WindowInfo]) -> Result<Vec<WindowInfo>, DesktopError> {
+        self.display.popups(listed)
+    }
+
     /// The window input at `(x, y)` reaches now (see [`display::Display::window_at`]).
     pub fn window_at(
         &self,

@@ -140,15 +140,25 @@ pub(super) async fn screenshot(
     })
     .await
     .map_err(|e| ToolError::new(ErrorCode::Internal, format!("worker failed: {e}")))??;
-    let (mut cap, after) = blocking(state, move |d| Ok((d.capture(area)?, d.windows()?)))
-        .await
-        .map_err(tool_error)?;
+    let listed = windows.clone();
+    let (mut cap, after, popups) = blocking(state, move |d| {
+        let before = d.popups(&listed)?;
+        let cap = d.capture(area)?;
+        let after = d.windows()?;
+        let mut popups = d.popups(&after)?;
+        popups.extend(before);
+        Ok((cap, after, popups))
+    })
+    .await
+    .map_err(tool_error)?;
     // What a policy keeps from the model is painted over, never sent: every window it
-    // forbids as listed before the capture or after it (one may have opened or moved between).
+    // forbids as listed before the capture or after it (one may have opened or moved between),
+    // and every menu or tooltip judged as the application that opened it.
     let forbidden = |w: &&WindowInfo| !cx.permits(action, &resource(w));
     let hidden: Vec<Rect> = windows
         .iter()
         .chain(after.iter())
+        .chain(popups.iter())
         .filter(forbidden)
         .map(|w| w.frame)
         .collect();
