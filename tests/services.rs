@@ -162,6 +162,31 @@ async fn services_are_read_and_driven_through_a_real_systemd_user_manager() {
         "broken",
         "[Service]\nType=oneshot\nExecStart=/bin/false\n",
     );
+    // Another name for a unit [services] does not allow.
+    std::os::unix::fs::symlink(
+        "hidden.service",
+        sb.path("home/.config/systemd/user/web.service"),
+    )
+    .unwrap();
+    unit(
+        &sb,
+        "hidden",
+        &format!("[Service]\nExecStart=/bin/sleep {marker}4\n"),
+    );
+    // A service whose program lies in the root, where the model writes.
+    let script = sb.root().join("serve.sh");
+    let ran = sb.path("scripted-ran");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch {}\nexec sleep {marker}3\n", ran.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    unit(
+        &sb,
+        "scripted",
+        &format!("[Service]\nExecStart={}\n", script.display()),
+    );
     let manager = match UserManager::start(&sb) {
         Ok(m) => m,
         Err(why) => {
@@ -170,7 +195,7 @@ async fn services_are_read_and_driven_through_a_real_systemd_user_manager() {
         }
     };
     sb.config(
-        "[services]\nmanager = \"user\"\nallowed = [\"nginx\", \"broken\", \"absent\", \"postgresql\"]\n",
+        "[services]\nmanager = \"user\"\nallowed = [\"nginx\", \"broken\", \"absent\", \"postgresql\", \"web\", \"scripted\"]\n",
     );
     let client = shell(&sb, &manager, &[]).await;
 
@@ -280,19 +305,37 @@ async fn services_are_read_and_driven_through_a_real_systemd_user_manager() {
             "service.status",
             json!({ "name": "sshd" }),
             "COMMAND_NOT_ALLOWED",
-            "[services]",
+            "name `sshd`: `service_status` denied: the service is not allowed under [services]",
         ),
         (
             "service.control",
             json!({ "name": "other", "action": "start" }),
             "COMMAND_NOT_ALLOWED",
-            "[services]",
+            "name `other`: `service_control:start` denied: the service is not allowed under [services]",
         ),
         (
             "service.status",
             json!({ "name": "../nginx" }),
             "INVALID_INPUT",
             "name:",
+        ),
+        (
+            "service.status",
+            json!({ "name": "web" }),
+            "COMMAND_NOT_ALLOWED",
+            "name: `web` is another name of `hidden.service`",
+        ),
+        (
+            "service.control",
+            json!({ "name": "web", "action": "start" }),
+            "COMMAND_NOT_ALLOWED",
+            "name: `web` is another name of `hidden.service`",
+        ),
+        (
+            "service.control",
+            json!({ "name": "scripted", "action": "start" }),
+            "COMMAND_NOT_ALLOWED",
+            "serve.sh, inside an approved root",
         ),
         (
             "service.control",
@@ -308,6 +351,26 @@ async fn services_are_read_and_driven_through_a_real_systemd_user_manager() {
             text(&r)
         );
     }
+    assert!(!ran.exists(), "the refused service's program ran");
+    assert!(!crate::support::alive(&format!("sleep {marker}4")));
+    client.cancel().await.unwrap();
+
+    // A manager that reads units from inside a root reads what the model writes: nothing it
+    // holds is driven.
+    let units = sb.path("home/.config/systemd/user");
+    let client = shell(&sb, &manager, &["--root", units.to_str().unwrap()]).await;
+    let r = call(
+        &client,
+        "service.control",
+        json!({ "name": "nginx", "action": "start" }),
+    )
+    .await;
+    assert!(
+        text(&r).starts_with("COMMAND_NOT_ALLOWED") && text(&r).contains("inside an approved root"),
+        "{}",
+        text(&r)
+    );
+    assert!(!crate::support::alive(&format!("sleep {marker}1")));
     client.cancel().await.unwrap();
 
     // service_control off: status stays, control goes.

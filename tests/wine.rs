@@ -662,7 +662,8 @@ async fn services_are_read_and_driven_through_wines_service_control_manager() {
     };
     let o = ok(&call(&client, "service.status", json!({ "name": "Spooler" })).await);
     assert_eq!(o["service"]["manager"], "scm", "{o}");
-    assert_eq!(o["service"]["name"], "Spooler", "{o}");
+    // Answered as the config spells it, which is what a policy names.
+    assert_eq!(o["service"]["name"], "spooler", "{o}");
     assert!(o["service"]["starts"].is_string(), "{o}");
     let o = ok(&call(
         &client,
@@ -705,6 +706,30 @@ async fn services_are_read_and_driven_through_wines_service_control_manager() {
         assert!(
             text(&r).starts_with(code) && text(&r).contains(names),
             "{tool} {args}: {}",
+            text(&r)
+        );
+    }
+    client.cancel().await.unwrap();
+
+    // A policy names the service as the config spells it; a call in another case is still it.
+    let policies = sb.path("policies");
+    std::fs::create_dir_all(&policies).unwrap();
+    std::fs::write(
+        policies.join("local.cedar"),
+        "@id(\"local.no_spooler\")\n@reason(\"the spooler is left alone\")\nforbid (principal, action, resource is Service) when { resource == Service::\"spooler\" };\n",
+    )
+    .unwrap();
+    let client = serve_with(
+        &sb,
+        &exe,
+        &["--connector", "shell", "--policies", &z(&policies)],
+    )
+    .await;
+    for name in ["Spooler", "SPOOLER", "spooler"] {
+        let r = call(&client, "service.status", json!({ "name": name })).await;
+        assert!(
+            text(&r).contains("the spooler is left alone"),
+            "{name}: {}",
             text(&r)
         );
     }

@@ -19,13 +19,20 @@ pub struct ServicesConfig {
 /// systemd's suffix for a service, which names may leave off.
 const SERVICE_SUFFIX: &str = ".service";
 
-/// `name` without systemd's `.service` suffix, if it is a service name at all: 1 to 256
-/// letters, digits and `:_.@-` (systemd's and the Service Control Manager's common ground),
-/// not starting with `-` or `.`.
+/// The longest service name: systemd's 255 bytes for a unit name, `.service` included.
+const MAX_NAME: usize = 255 - SERVICE_SUFFIX.len();
+
+/// `name` as a service name, if it is one at all: 1 to 247 letters, digits and `:_.@-`
+/// (systemd's, the Service Control Manager's and launchd's common ground), not starting with
+/// `-` or `.`; on Linux without systemd's `.service` suffix (elsewhere it is part of the name).
 pub fn service_name(name: &str) -> Result<&str, String> {
-    let bare = name.strip_suffix(SERVICE_SUFFIX).unwrap_or(name);
+    let bare = if cfg!(target_os = "linux") {
+        name.strip_suffix(SERVICE_SUFFIX).unwrap_or(name)
+    } else {
+        name
+    };
     let fine = !bare.is_empty()
-        && name.len() <= 256
+        && bare.len() <= MAX_NAME
         && !bare.starts_with(['-', '.'])
         && bare
             .chars()
@@ -34,7 +41,7 @@ pub fn service_name(name: &str) -> Result<&str, String> {
         Ok(bare)
     } else {
         Err(format!(
-            "`{}` is not a service name (letters, digits and `:_.@-`, at most 256)",
+            "`{}` is not a service name (letters, digits and `:_.@-`, at most {MAX_NAME})",
             name.escape_debug()
         ))
     }
@@ -47,18 +54,24 @@ impl ServicesConfig {
         self.manager.as_deref() == Some("user")
     }
 
-    /// Whether `name` (already bare, as [`service_name`] gives it) is allowed. Windows
-    /// compares service names without regard to case, as its SCM does.
-    pub fn allows(&self, bare: &str) -> bool {
-        self.allowed.iter().any(|entry| {
-            service_name(entry).is_ok_and(|e| {
-                if cfg!(windows) {
-                    e.eq_ignore_ascii_case(bare)
-                } else {
-                    e == bare
-                }
-            })
+    /// The allowed entry `bare` (as [`service_name`] gives it) names, spelled as the config
+    /// spells it, if any. Windows compares service names without regard to case, as its SCM
+    /// does, so the config's spelling is the one Cedar sees whatever the call's.
+    pub fn allowed_as<'a>(&'a self, bare: &str) -> Option<&'a str> {
+        self.allowed.iter().find_map(|entry| {
+            let e = service_name(entry).ok()?;
+            let same = if cfg!(windows) {
+                e.eq_ignore_ascii_case(bare)
+            } else {
+                e == bare
+            };
+            same.then_some(e)
         })
+    }
+
+    /// Whether `bare` is allowed.
+    pub fn allows(&self, bare: &str) -> bool {
+        self.allowed_as(bare).is_some()
     }
 
     /// What is wrong with the section, if anything.
@@ -89,11 +102,17 @@ mod tests {
     fn names_are_compared_without_the_service_suffix() {
         let c = ServicesConfig {
             manager: None,
-            allowed: vec!["nginx.service".into(), "getty@tty1".into()],
+            allowed: vec!["nginx".into(), "getty@tty1".into()],
         };
         assert!(c.allows(service_name("nginx").unwrap()));
-        assert!(c.allows(service_name("nginx.service").unwrap()));
-        assert!(c.allows(service_name("getty@tty1.service").unwrap()));
+        assert_eq!(
+            c.allows(service_name("nginx.service").unwrap()),
+            cfg!(target_os = "linux")
+        );
+        assert_eq!(
+            c.allows(service_name("getty@tty1.service").unwrap()),
+            cfg!(target_os = "linux")
+        );
         assert!(!c.allows(service_name("sshd").unwrap()));
         assert!(!c.user_manager());
         assert!(c.problems().is_empty());
@@ -101,7 +120,8 @@ mod tests {
 
     #[test]
     fn what_is_not_a_service_name_is_refused_and_named() {
-        for bad in ["", ".service", "a b", "../x", "-x", "x;y", "x/y", "nginx\n"] {
+        let long = "x".repeat(MAX_NAME + 1);
+        for bad in ["", "a b", "../x", "-x", "x;y", "x/y", "nginx\n", &long] {
             assert!(service_name(bad).is_err(), "{bad:?}");
         }
         let c = ServicesConfig {

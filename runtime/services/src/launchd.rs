@@ -2,7 +2,9 @@
 //! reads a job, `kickstart` starts (`-k`: restarts) it, `kill SIGTERM` stops it. The
 //! system's jobs live in the `system` domain, the user's in `gui/UID`.
 //!
-//! Compiled for macOS and unit-tested for parsing here; no Mac runs the tests.
+//! A stop is SIGTERM to the job: one launchd keeps alive (`KeepAlive`) is started again by
+//! launchd, as `launchctl kill` always does. Compiled for macOS and unit-tested for parsing
+//! here; no Mac runs the tests.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -92,9 +94,15 @@ fn parse(manager: Manager, label: &str, printed: &str) -> ServiceState {
         manager,
         state,
         detail,
-        description: field("path"),
+        description: None,
         pid,
         starts: None,
+        // Its plist and its program: whoever writes them chooses what a start runs.
+        sources: ["path", "program"]
+            .into_iter()
+            .filter_map(field)
+            .map(std::path::PathBuf::from)
+            .collect(),
     }
 }
 
@@ -129,8 +137,11 @@ fn control_now(
     let until = Instant::now() + wait;
     loop {
         let state = read(manager, label)?;
-        if state.state == wanted || state.state == State::Failed {
-            let outcome = if state.state == wanted {
+        // A job that stopped is stopped, whatever its last run's exit code said.
+        let reached =
+            state.state == wanted || (wanted == State::Stopped && state.state == State::Failed);
+        if reached || state.state == State::Failed {
+            let outcome = if reached {
                 Outcome::Done
             } else {
                 Outcome::Failed
@@ -144,12 +155,21 @@ fn control_now(
     }
 }
 
+/// How long launchctl may take past the call's own wait.
+const GRACE: Duration = Duration::from_secs(20);
+
 async fn blocking<T: Send + 'static>(
     manager: Manager,
+    within: Duration,
     work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
 ) -> Result<T, ServiceError> {
-    tokio::task::spawn_blocking(work)
+    let after = within + GRACE;
+    tokio::time::timeout(after, tokio::task::spawn_blocking(work))
         .await
+        .map_err(|_| ServiceError::Timeout {
+            manager: who(manager),
+            after,
+        })?
         .map_err(|e| ServiceError::Unavailable {
             manager: who(manager),
             why: format!("the worker failed: {e}"),
@@ -159,7 +179,7 @@ async fn blocking<T: Send + 'static>(
 /// The state of job `label` in `manager`'s launchd domain.
 pub async fn status(manager: Manager, label: &str) -> Result<ServiceState, ServiceError> {
     let label = label.to_string();
-    blocking(manager, move || read(manager, &label)).await
+    blocking(manager, Duration::ZERO, move || read(manager, &label)).await
 }
 
 /// Does `action` to job `label`, waiting up to `settle` for it to get there.
@@ -170,7 +190,7 @@ pub async fn control(
     settle: Duration,
 ) -> Result<(Outcome, ServiceState), ServiceError> {
     let label = label.to_string();
-    blocking(manager, move || {
+    blocking(manager, settle, move || {
         control_now(manager, &label, action, settle)
     })
     .await

@@ -82,6 +82,18 @@ pub struct ServiceState {
     pub pid: Option<u32>,
     /// Whether it starts by itself, in the manager's words.
     pub starts: Option<String>,
+    /// What decides what it runs, as the manager reports it: its unit file and drop-ins (or
+    /// plist), the programs it starts, the files it reads its environment from, and the
+    /// directories the manager looks for units in. Whoever can write one of these chooses
+    /// what a start runs.
+    pub sources: Vec<std::path::PathBuf>,
+}
+
+impl ServiceState {
+    /// Its name without systemd's `.service` suffix.
+    pub fn bare_name(&self) -> &str {
+        self.name.strip_suffix(".service").unwrap_or(&self.name)
+    }
 }
 
 /// Why the manager could not answer.

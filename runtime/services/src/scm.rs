@@ -110,13 +110,26 @@ fn text(p: *const u16) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// The display name and start type.
-fn config(service: &Handle) -> (Option<String>, Option<String>) {
+/// The program of a service's command line: quoted, or up to its `.exe`, or (unquoted
+/// without one) the line as Windows would first try it, up to its first space.
+fn program_of(line: &str) -> std::path::PathBuf {
+    let line = line.trim();
+    if let Some(rest) = line.strip_prefix('"') {
+        return rest.split('"').next().unwrap_or_default().into();
+    }
+    match line.to_ascii_lowercase().find(".exe") {
+        Some(end) => line[..end + 4].into(),
+        None => line.split(' ').next().unwrap_or_default().into(),
+    }
+}
+
+/// The display name, the start type and the program.
+fn config(service: &Handle) -> (Option<String>, Option<String>, Option<std::path::PathBuf>) {
     let mut needed = 0u32;
     // SAFETY: a null buffer of size 0 asks for the size needed.
     let ok = unsafe { QueryServiceConfigW(service.0, std::ptr::null_mut(), 0, &mut needed) };
     if ok != 0 || last_error() != ERROR_INSUFFICIENT_BUFFER || needed == 0 {
-        return (None, None);
+        return (None, None, None);
     }
     // u64s keep the buffer aligned for the struct at its start.
     let mut buf = vec![0u64; (needed as usize).div_ceil(8)];
@@ -124,7 +137,7 @@ fn config(service: &Handle) -> (Option<String>, Option<String>) {
     // SAFETY: the buffer is at least `needed` bytes and aligned for QUERY_SERVICE_CONFIGW.
     let ok = unsafe { QueryServiceConfigW(service.0, config, needed, &mut needed) };
     if ok == 0 {
-        return (None, None);
+        return (None, None, None);
     }
     // SAFETY: the call succeeded, so the struct at the start of the buffer is filled in.
     let c = unsafe { &*config };
@@ -136,7 +149,11 @@ fn config(service: &Handle) -> (Option<String>, Option<String>) {
         4 => "disabled",
         _ => "other",
     };
-    (text(c.lpDisplayName), Some(starts.to_string()))
+    (
+        text(c.lpDisplayName),
+        Some(starts.to_string()),
+        text(c.lpBinaryPathName).map(|l| program_of(&l)),
+    )
 }
 
 fn state_of(current: u32) -> (State, &'static str) {
@@ -172,7 +189,7 @@ fn read(service: &Handle, name: &str) -> Result<ServiceState, ServiceError> {
     } else {
         words.to_string()
     };
-    let (description, starts) = config(service);
+    let (description, starts, program) = config(service);
     Ok(ServiceState {
         name: name.to_string(),
         manager: Manager::Scm,
@@ -181,6 +198,7 @@ fn read(service: &Handle, name: &str) -> Result<ServiceState, ServiceError> {
         description,
         pid: (status.dwProcessId != 0).then_some(status.dwProcessId),
         starts,
+        sources: program.into_iter().collect(),
     })
 }
 
@@ -234,10 +252,17 @@ fn control_now(
         )));
     }
     let until = Instant::now() + wait;
-    let service = open(
-        name,
-        SERVICE_QUERY_STATUS | SERVICE_QUERY_CONFIG | SERVICE_START | SERVICE_STOP,
-    )?;
+    // Only the rights the action needs: a user may hold one and not the other.
+    let rights = match action {
+        Action::Start => SERVICE_START,
+        Action::Stop => SERVICE_STOP,
+        _ => SERVICE_START | SERVICE_STOP,
+    };
+    let service = open(name, SERVICE_QUERY_STATUS | SERVICE_QUERY_CONFIG | rights)?;
+    // One on its way up or down accepts no control until it gets there.
+    if !settle(&service, name, until)? {
+        return Ok((Outcome::Pending, read(&service, name)?));
+    }
     if matches!(action, Action::Stop | Action::Restart) {
         stop(&service, name)?;
         if !settle(&service, name, until)? {
@@ -253,9 +278,12 @@ fn control_now(
         Action::Stop => State::Stopped,
         _ => State::Running,
     };
+    // A service that stopped is stopped, whatever its last run's exit code said.
+    let reached =
+        state.state == wanted || (wanted == State::Stopped && state.state == State::Failed);
     let outcome = if !settled {
         Outcome::Pending
-    } else if state.state == wanted {
+    } else if reached {
         Outcome::Done
     } else {
         Outcome::Failed
@@ -263,11 +291,21 @@ fn control_now(
     Ok((outcome, state))
 }
 
+/// How long the manager may hold a call past its own wait (a start or a stop can block
+/// for about 30 s inside the SCM).
+const GRACE: Duration = Duration::from_secs(40);
+
 async fn blocking<T: Send + 'static>(
+    within: Duration,
     work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
 ) -> Result<T, ServiceError> {
-    tokio::task::spawn_blocking(work)
+    let after = within + GRACE;
+    tokio::time::timeout(after, tokio::task::spawn_blocking(work))
         .await
+        .map_err(|_| ServiceError::Timeout {
+            manager: MANAGER,
+            after,
+        })?
         .map_err(|e| ServiceError::Unavailable {
             manager: MANAGER,
             why: format!("the worker failed: {e}"),
@@ -278,7 +316,7 @@ async fn blocking<T: Send + 'static>(
 /// [`Manager::Scm`] here).
 pub async fn status(_manager: Manager, name: &str) -> Result<ServiceState, ServiceError> {
     let name = name.to_string();
-    blocking(move || {
+    blocking(Duration::ZERO, move || {
         let service = open(&name, SERVICE_QUERY_STATUS | SERVICE_QUERY_CONFIG)?;
         read(&service, &name)
     })
@@ -294,5 +332,26 @@ pub async fn control(
     settle: Duration,
 ) -> Result<(Outcome, ServiceState), ServiceError> {
     let name = name.to_string();
-    blocking(move || control_now(&name, action, settle)).await
+    blocking(settle, move || control_now(&name, action, settle)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_lines_program_is_found_as_windows_finds_it() {
+        assert_eq!(
+            program_of(r#""C:\Program Files\A\a.exe" -k"#),
+            std::path::PathBuf::from(r"C:\Program Files\A\a.exe")
+        );
+        assert_eq!(
+            program_of(r"C:\Windows\system32\svchost.exe -k netsvcs"),
+            std::path::PathBuf::from(r"C:\Windows\system32\svchost.exe")
+        );
+        assert_eq!(
+            program_of(r"C:\tools\run --x"),
+            std::path::PathBuf::from(r"C:\tools\run")
+        );
+    }
 }

@@ -2,6 +2,7 @@
 //! session bus. `LoadUnit` names any unit, known or not, and its `LoadState` says which; a
 //! job is followed to the `JobRemoved` signal that ends it.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -15,6 +16,21 @@ const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
 const MANAGER_INTERFACE: &str = "org.freedesktop.systemd1.Manager";
 const UNIT_INTERFACE: &str = "org.freedesktop.systemd1.Unit";
 const SERVICE_INTERFACE: &str = "org.freedesktop.systemd1.Service";
+
+/// The service's command lines, each a program it may start.
+const EXEC_PROPERTIES: [&str; 7] = [
+    "ExecCondition",
+    "ExecStartPre",
+    "ExecStart",
+    "ExecStartPost",
+    "ExecReload",
+    "ExecStop",
+    "ExecStopPost",
+];
+
+/// One command line of a service as systemd reports it: path, argv, whether errors are
+/// ignored, four timestamps, pid, exit code and status.
+type ExecLine = (String, Vec<String>, bool, u64, u64, u64, u64, u32, i32, i32);
 
 /// How long the bus and the manager get to answer one question (a job's own wait is the
 /// caller's `settle`).
@@ -31,11 +47,12 @@ fn failure(manager: Manager, name: &str, e: zbus::Error) -> ServiceError {
         zbus::Error::MethodError(error, message, _) => {
             let message = message.clone().unwrap_or_default();
             match error.as_str() {
-                "org.freedesktop.systemd1.NoSuchUnit" | "org.freedesktop.systemd1.LoadFailed" => {
-                    ServiceError::NotFound {
-                        manager,
-                        name: name.to_string(),
-                    }
+                "org.freedesktop.systemd1.NoSuchUnit" => ServiceError::NotFound {
+                    manager,
+                    name: name.to_string(),
+                },
+                "org.freedesktop.systemd1.UnitMasked" | "org.freedesktop.systemd1.LoadFailed" => {
+                    ServiceError::Unsupported(format!("name: `{name}`: {message}"))
                 }
                 "org.freedesktop.DBus.Error.AccessDenied"
                 | "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired" => {
@@ -48,8 +65,9 @@ fn failure(manager: Manager, name: &str, e: zbus::Error) -> ServiceError {
                     }
                 }
                 "org.freedesktop.systemd1.JobTypeNotApplicable"
-                | "org.freedesktop.systemd1.OnlyByDependency" => {
-                    ServiceError::Unsupported(format!("`{name}`: {message}"))
+                | "org.freedesktop.systemd1.OnlyByDependency"
+                | "org.freedesktop.systemd1.UnitInactive" => {
+                    ServiceError::Unsupported(format!("action: `{name}`: {message}"))
                 }
                 _ => ServiceError::Unavailable {
                     manager,
@@ -151,25 +169,52 @@ async fn read_state(
             name: bare.to_string(),
         });
     }
+    let id: String = unit.get_property("Id").await.map_err(fail)?;
     let active: String = unit.get_property("ActiveState").await.map_err(fail)?;
     let sub: String = unit.get_property("SubState").await.map_err(fail)?;
     let description: String = unit.get_property("Description").await.map_err(fail)?;
     let file_state: String = unit.get_property("UnitFileState").await.map_err(fail)?;
     let service = proxy(conn, path, SERVICE_INTERFACE).await.map_err(fail)?;
     let pid: u32 = service.get_property("MainPID").await.unwrap_or(0);
+    let mut sources: Vec<PathBuf> = Vec::new();
+    for file in ["FragmentPath", "SourcePath"] {
+        let p: String = unit.get_property(file).await.map_err(fail)?;
+        sources.push(PathBuf::from(p));
+    }
+    let drop_ins: Vec<String> = unit.get_property("DropInPaths").await.map_err(fail)?;
+    sources.extend(drop_ins.into_iter().map(PathBuf::from));
+    for exec in EXEC_PROPERTIES {
+        let lines: Vec<ExecLine> = service.get_property(exec).await.map_err(fail)?;
+        sources.extend(lines.into_iter().map(|l| PathBuf::from(l.0)));
+    }
+    let env_files: Vec<(String, bool)> = service
+        .get_property("EnvironmentFiles")
+        .await
+        .map_err(fail)?;
+    sources.extend(env_files.into_iter().map(|(p, _)| PathBuf::from(p)));
+    let unit_dirs: Vec<String> = manager_proxy(conn)
+        .await
+        .map_err(fail)?
+        .get_property("UnitPath")
+        .await
+        .map_err(fail)?;
+    sources.extend(unit_dirs.into_iter().map(PathBuf::from));
+    sources.retain(|p| !p.as_os_str().is_empty());
     let detail = if load == "loaded" {
         format!("{active} ({sub})")
     } else {
         format!("{active} ({sub}), {load}")
     };
     Ok(ServiceState {
-        name,
+        // An alias answers as the unit it names.
+        name: if id.is_empty() { name } else { id },
         manager,
         state: state_of(&active),
         detail,
         description: (!description.is_empty()).then_some(description),
         pid: (pid != 0).then_some(pid),
         starts: (!file_state.is_empty()).then_some(file_state),
+        sources,
     })
 }
 
@@ -233,7 +278,7 @@ pub async fn control(
     })
     .await;
     let outcome = match ended {
-        // "skipped": nothing to do (a reload of a stopped service), which is no failure.
+        // "skipped": the job had nothing to do, which is no failure.
         Ok(Some(result)) if result == "done" || result == "skipped" => Outcome::Done,
         Ok(Some(_)) => Outcome::Failed,
         Ok(None) => {

@@ -52,7 +52,7 @@ impl AppTools {
     ) -> Result<Reply<AppLaunchOutput>, ToolError> {
         let launch = cx
             .authorize(actions::APP_LAUNCH, &self.resource(&args.name), ())
-            .map_err(|e| e.at("name"))?;
+            .map_err(|e| e.at(&format!("name `{}`", args.name)))?;
         drop(launch);
         let Some(app) = self.declared(&args.name) else {
             // The base policy refuses undeclared names; this is its fail-closed twin.
@@ -101,7 +101,7 @@ impl AppTools {
         };
         let launch = cx
             .authorize(actions::APP_LAUNCH, &self.resource(&args.name), launch)
-            .map_err(|e| e.at("name"))?;
+            .map_err(|e| e.at(&format!("name `{}`", args.name)))?;
         let (handle, pid) = self.launched.launch(launch, limits::app_launch::MAX_APPS)?;
         Ok(Reply::new(AppLaunchOutput {
             handle,
@@ -123,12 +123,12 @@ impl AppTools {
                     )
                 })?;
                 cx.authorize(actions::APP_CLOSE, &self.resource(&name), ())
-                    .map_err(|e| e.at("handle"))?;
+                    .map_err(|e| e.at(&format!("handle `{handle}`")))?;
                 vec![handle.clone()]
             }
             (None, Some(name)) => {
                 cx.authorize(actions::APP_CLOSE, &self.resource(name), ())
-                    .map_err(|e| e.at("name"))?;
+                    .map_err(|e| e.at(&format!("name `{name}`")))?;
                 self.launched.handles_of(name)
             }
             (None, None) => return Err(ToolError::invalid_input("give `handle` or `name`")),

@@ -11,6 +11,8 @@ use generated::types::{ServiceState, ServiceStateManager, ServiceStateState};
 use services::{Action, Manager, Outcome, ServiceError, State};
 use tool_api::{CallContext, ErrorCode, Reply, ToolError};
 
+use crate::ops::path_policy::Roots;
+
 /// `[services]`: which services may be reached, in which manager.
 #[derive(Debug, Default)]
 pub struct ServiceTools {
@@ -37,9 +39,12 @@ impl ServiceTools {
     fn resource(&self, name: &str) -> Result<Service, ToolError> {
         let bare = config::services::service_name(name)
             .map_err(|why| ToolError::invalid_input(format!("name: {why}")))?;
+        // An allowed name as the config spells it (Windows matches without case), so a
+        // policy naming that spelling holds whatever case the call used.
+        let allowed = self.config.allowed_as(bare);
         Ok(Service {
-            id: bare.to_string(),
-            allowed: self.config.allows(bare),
+            id: allowed.unwrap_or(bare).to_string(),
+            allowed: allowed.is_some(),
             manager: self.manager().as_str().to_string(),
         })
     }
@@ -60,17 +65,38 @@ impl ServiceTools {
         }
     }
 
+    /// An alias answers as the unit it names: that unit must be allowed too.
+    fn same_unit(
+        &self,
+        service: &Service,
+        state: &services::ServiceState,
+    ) -> Result<(), ToolError> {
+        let unit = state.bare_name();
+        if unit == service.id || self.config.allows(unit) {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            ErrorCode::CommandNotAllowed,
+            format!(
+                "name: `{}` is another name of `{}`, which [services] in the config does not allow",
+                service.id, state.name
+            ),
+        ))
+    }
+
     pub(super) async fn status(
         &self,
         cx: &CallContext,
         args: ServiceStatusArgs,
     ) -> Result<Reply<ServiceStatusOutput>, ToolError> {
         let service = self.resource(&args.name)?;
-        cx.authorize(generated::shell::actions::SERVICE_STATUS, &service, ())?;
+        cx.authorize(generated::shell::actions::SERVICE_STATUS, &service, ())
+            .map_err(|e| e.at(&format!("name `{}`", service.id)))?;
         Self::allowed(&service)?;
         let state = services::status(self.manager(), &service.id)
             .await
             .map_err(|e| refusal(&args.name, e))?;
+        self.same_unit(&service, &state)?;
         Ok(Reply::new(ServiceStatusOutput {
             service: shown(state),
         }))
@@ -78,6 +104,7 @@ impl ServiceTools {
 
     pub(super) async fn control(
         &self,
+        roots: &Roots,
         cx: &CallContext,
         args: ServiceControlArgs,
     ) -> Result<Reply<ServiceControlOutput>, ToolError> {
@@ -91,8 +118,24 @@ impl ServiceTools {
             ServiceControlArgsAction::Reload => (ServiceControlOperation::Reload, Action::Reload),
         };
         cx.authorize(operation.action(), &service, ())
-            .map_err(|e| e.at("name"))?;
+            .map_err(|e| e.at(&format!("name `{}`", service.id)))?;
         Self::allowed(&service)?;
+        // What a start would run is read first: an alias of a unit not allowed, or a unit
+        // whose files lie where the model can write, is refused before the manager acts.
+        let before = services::status(self.manager(), &service.id)
+            .await
+            .map_err(|e| refusal(&args.name, e))?;
+        self.same_unit(&service, &before)?;
+        if let Some(source) = before.sources.iter().find(|p| roots.holds_as_written(p)) {
+            return Err(ToolError::new(
+                ErrorCode::CommandNotAllowed,
+                format!(
+                    "name: `{}` is defined or run from {}, inside an approved root where the model can write; gantry does not drive it",
+                    service.id,
+                    source.display()
+                ),
+            ));
+        }
         let settle = limits::service_control::SETTLE.duration();
         let (outcome, state) = services::control(self.manager(), &service.id, action, settle)
             .await

@@ -202,7 +202,8 @@ impl ShellHandlers for ShellTools {
         call: Authorized<ServiceControlArgs>,
         cx: &CallContext,
     ) -> Result<Reply<ServiceControlOutput>, ToolError> {
-        self.services.control(cx, call.into_inner()).await
+        let roots = self.roots.get();
+        self.services.control(&roots, cx, call.into_inner()).await
     }
 
     async fn browser_open(
