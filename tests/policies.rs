@@ -275,6 +275,29 @@ fn check_names_roots_and_state_and_warns_about_exposure_and_masked_permissions()
             "{stderr}"
         );
     }
+    // What reaches beyond files and commands, off by default and then on.
+    if cfg!(target_os = "linux") {
+        assert!(
+            stdout.contains("desktop session: off (`host_display`)"),
+            "{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("services: none allowed ([services] allowed)"),
+        "{stdout}"
+    );
+    sb.config("[permissions]\nhost_display = true\n[services]\nmanager = \"user\"\nallowed = [\"nginx\", \"redis\"]\n");
+    let stdout = sb.check();
+    if cfg!(target_os = "linux") {
+        assert!(
+            stdout.contains("desktop session: on (`host_display`)"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("services (the user's manager): nginx, redis"),
+            "{stdout}"
+        );
+    }
 }
 
 /// Policy files are live: an edit in the `--policies` directory decides the next call, and a

@@ -373,6 +373,18 @@ async fn services_are_read_and_driven_through_a_real_systemd_user_manager() {
     assert!(!crate::support::alive(&format!("sleep {marker}1")));
     client.cancel().await.unwrap();
 
+    // No service allowed: neither tool is listed, and a call is refused.
+    sb.config("[services]\nmanager = \"user\"\n");
+    let client = shell(&sb, &manager, &[]).await;
+    let names = crate::support::tool_names(&client).await;
+    assert!(
+        !names.iter().any(|n| n.starts_with("service.")),
+        "{names:?}"
+    );
+    let r = call(&client, "service.status", json!({ "name": "nginx" })).await;
+    assert!(text(&r).starts_with("PERMISSION_DENIED"), "{}", text(&r));
+    client.cancel().await.unwrap();
+
     // service_control off: status stays, control goes.
     sb.config(
         "[permissions]\nservice_control = false\n[services]\nmanager = \"user\"\nallowed = [\"nginx\"]\n",

@@ -115,6 +115,7 @@ pub fn run(
         }
     }
     if let Some(s) = &settings {
+        summary.extend(reach(s));
         warnings.extend(warnings_about(s));
     }
     Report {
@@ -122,6 +123,37 @@ pub fn run(
         summary,
         warnings,
     }
+}
+
+/// What the config lets reach beyond files and commands: the desktop session (the
+/// `host_display` master switch) and the services.
+fn reach(s: &Settings) -> Vec<String> {
+    let mut out = Vec::new();
+    let display = generated::Permission::HostDisplay;
+    if display
+        .spec()
+        .platforms
+        .contains(&tool_api::Platform::current())
+    {
+        out.push(if s.permissions.get(display.name()) == Some(&true) {
+            "desktop session: on (`host_display`)".to_string()
+        } else {
+            "desktop session: off (`host_display`): screenshots, input, the clipboard, apps and the browser are refused and not listed, and commands run without the display's variables".to_string()
+        });
+    }
+    out.push(if s.services.allowed.is_empty() {
+        "services: none allowed ([services] allowed), so service.status and service.control are not listed".to_string()
+    } else {
+        let manager = if cfg!(windows) {
+            "the Service Control Manager"
+        } else if s.services.user_manager() {
+            "the user's manager"
+        } else {
+            "the system manager"
+        };
+        format!("services ({manager}): {}", s.services.allowed.join(", "))
+    });
+    out
 }
 
 /// Settings that work but expose more, or do less, than they seem to.

@@ -220,7 +220,8 @@ impl App {
             settings.read_only,
             settings.permissions.clone(),
         )
-        .with_desktop(desktop.available());
+        .with_desktop(desktop.available())
+        .with_services(!settings.services.allowed.is_empty());
         let facts = engine
             .facts(&permissions.snapshot())
             .map_err(|d| vec![format!("permission snapshot: {d}")])?;

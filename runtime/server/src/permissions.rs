@@ -14,6 +14,14 @@ pub struct PermissionState {
     stored: BTreeMap<&'static str, bool>,
     /// Whether a desktop can be driven here (a display gantry connected to).
     desktop: bool,
+    /// Whether the config's `[services] allowed` names any service.
+    services: bool,
+}
+
+/// Whether permission `name` only serves the service tools (so it means nothing while the
+/// config allows no service, and they are not listed).
+pub fn service_bound(name: &str) -> bool {
+    name == Permission::Services.name() || name == Permission::ServiceControl.name()
 }
 
 /// Whether permission `name` only serves tools that reach the desktop session (so it means
@@ -41,7 +49,15 @@ impl PermissionState {
             read_only,
             stored,
             desktop: true,
+            services: true,
         }
+    }
+
+    /// The same, where `services` says whether the config allows any service: without one
+    /// the service tools are not listed and their permissions are masked (choices kept).
+    pub fn with_services(mut self, services: bool) -> Self {
+        self.services = services;
+        self
     }
 
     /// The same, where `desktop` says whether a desktop can be reached: without one the
@@ -69,6 +85,7 @@ impl PermissionState {
             read_only: self.read_only || other.read_only,
             stored,
             desktop: self.desktop && other.desktop,
+            services: self.services && other.services,
         }
     }
 
@@ -78,6 +95,7 @@ impl PermissionState {
             .is_some_and(|p| p.spec().platforms.contains(&self.platform));
         supported
             && (self.desktop || !desktop_bound(name))
+            && (self.services || !service_bound(name))
             && self.stored.get(name).copied().unwrap_or(false)
     }
 
@@ -101,6 +119,8 @@ impl PermissionState {
             Some("not available on this platform")
         } else if !self.desktop && desktop_bound(name) {
             Some("no desktop was reached when gantry started")
+        } else if !self.services && service_bound(name) {
+            Some("the config's [services] allowed names no service")
         } else if self.read_only && p.spec().mutates && self.chosen(name) {
             Some("read-only mode")
         } else {
@@ -225,6 +245,22 @@ mod tests {
         assert!(snap.read_only);
         assert!(snap.permissions.contains(&(Permission::Exec.name(), false)));
         assert!(snap.permissions.contains(&(Permission::Read.name(), true)));
+    }
+
+    #[test]
+    fn service_permissions_are_masked_while_no_service_is_allowed() {
+        let none = PermissionState::new(Platform::Linux, false, all_on()).with_services(false);
+        for p in [Permission::Services, Permission::ServiceControl] {
+            assert!(!none.effective(p.name()), "{}", p.name());
+            assert!(none.chosen(p.name()));
+            assert!(
+                none.masked_by(p.name())
+                    .is_some_and(|w| w.contains("[services]"))
+            );
+        }
+        assert!(none.effective(Permission::Exec.name()));
+        let some = PermissionState::new(Platform::Linux, false, all_on()).with_services(true);
+        assert!(some.effective(Permission::ServiceControl.name()));
     }
 
     #[test]

@@ -306,9 +306,11 @@ impl Reloader {
                     problems.push(e);
                 }
                 problems.extend(self.restart_only_changes(&s));
+                // [services] applies only after a restart: the start's says what is served.
                 let permissions =
                     PermissionState::new(Platform::current(), s.read_only, s.permissions.clone())
-                        .with_desktop(self.desktop);
+                        .with_desktop(self.desktop)
+                        .with_services(!self.settings.services.allowed.is_empty());
                 (permissions, s.roots, s.config_has_settings)
             }
             Err(errors) => {
