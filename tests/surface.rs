@@ -68,6 +68,50 @@ fn tools_list_per_connector_is_snapshotted() {
     }
 }
 
+/// With everything on, turning one permission off removes exactly the tools that need it
+/// (by `requires`, or every operation they have), and adds only tools that hide while it is on
+/// (`unpublished_when`).
+#[test]
+fn each_permission_off_removes_exactly_its_tools() {
+    for c in generated::CONNECTORS {
+        let platform = widest_platform(c);
+        let names = |state: &PermissionState| -> std::collections::BTreeSet<&'static str> {
+            state.published(c.name).map(|t| t.name).collect()
+        };
+        let all = names(&PermissionState::new(platform, false, all_on()));
+        for p in generated::PERMISSIONS {
+            let mut stored = all_on();
+            stored.insert(p.name, false);
+            let without = names(&PermissionState::new(platform, false, stored));
+            let needs = |t: &tool_api::ToolSpec| {
+                t.requires.contains(&p.name)
+                    || (!t.operations.is_empty()
+                        && t.operations.iter().all(|o| o.requires == p.name))
+            };
+            let expected: std::collections::BTreeSet<&str> = generated::TOOLS
+                .iter()
+                .filter(|t| all.contains(t.name) && t.connector == c.name && needs(t))
+                .map(|t| t.name)
+                .collect();
+            let removed: std::collections::BTreeSet<&str> =
+                all.difference(&without).copied().collect();
+            assert_eq!(removed, expected, "{}: `{}` off", c.name, p.name);
+            for added in without.difference(&all) {
+                let spec = generated::TOOLS
+                    .iter()
+                    .find(|t| t.name == *added && t.connector == c.name)
+                    .unwrap();
+                assert!(
+                    spec.unpublished_when.contains(&p.name),
+                    "{}: `{}` off lists {added}",
+                    c.name,
+                    p.name
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn every_connector_stays_within_its_discovery_budget() {
     for c in generated::CONNECTORS {
