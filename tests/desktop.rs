@@ -606,7 +606,13 @@ async fn the_desktop_session_needs_the_host_display_master_switch() {
             "on={on}: {}",
             text(&printenv)
         );
-        for (command, args) in [("xdpyinfo", vec![]), ("echo", vec!["-f", "X11GRAB"])] {
+        for (command, args) in [
+            ("xdpyinfo", vec![]),
+            ("echo", vec!["-f", "X11GRAB"]),
+            // ffmpeg's filter graphs undo backslashes; ImageMagick's X coder reads the screen.
+            ("echo", vec!["-i", "movie=:0:f=x11\\grab"]),
+            ("echo", vec!["x:root", "shot.png"]),
+        ] {
             let r = call(
                 &shell,
                 "shell.exec",

@@ -194,10 +194,45 @@ pub const DISPLAY_CAPTURE_ARGUMENTS: &[&str] = &[
     "screen://",
 ];
 
-/// Whether `arg` asks its program for a capture of the screen ([`DISPLAY_CAPTURE_ARGUMENTS`]).
+/// ImageMagick's X coder, as an argument's start: `x:root`, `x:0x1a00007`, `x:` (a window
+/// chosen by a click) read the screen.
+const X_CODER: &str = "x:";
+
+/// Whether `arg` asks its program for a capture of the screen ([`DISPLAY_CAPTURE_ARGUMENTS`]),
+/// also once the escapes a program undoes itself are taken out (ffmpeg's filter graphs and
+/// GStreamer's pipelines read `x11\grab` and `'x11'grab` as `x11grab`).
 pub fn asks_for_a_capture(arg: &str) -> bool {
     let arg = arg.to_lowercase();
-    DISPLAY_CAPTURE_ARGUMENTS.iter().any(|a| arg.contains(a))
+    let unescaped: String = arg
+        .chars()
+        .filter(|c| !matches!(c, '\\' | '\'' | '"'))
+        .collect();
+    unescaped.starts_with(X_CODER)
+        || DISPLAY_CAPTURE_ARGUMENTS
+            .iter()
+            .any(|a| arg.contains(a) || unescaped.contains(a))
+}
+
+#[cfg(test)]
+mod capture_tests {
+    use super::asks_for_a_capture;
+
+    #[test]
+    fn capture_words_are_found_through_the_escapes_their_programs_undo() {
+        for arg in [
+            "x11grab",
+            "-f=X11GRAB",
+            "movie=:0:f=x11\\grab",
+            "ximage'src'",
+            "x:root",
+            "X:0x1a00007",
+        ] {
+            assert!(asks_for_a_capture(arg), "{arg}");
+        }
+        for arg in ["linux:amd64", "-x", "prefix:x", "grab", "x11"] {
+            assert!(!asks_for_a_capture(arg), "{arg}");
+        }
+    }
 }
 
 /// `[gateway]`: the upstream MCP servers the Gateway connector serves.
