@@ -914,7 +914,17 @@ async fn apps_are_launched_as_declared_and_closed_with_their_tree() {
     let sleeper = launched(&call(&shell, "app.launch", json!({ "name": "sleeper" })).await);
     let second = launched(&call(&shell, "app.launch", json!({ "name": "sleeper" })).await);
     assert_ne!(sleeper, second);
-    assert!(crate::support::alive(&format!("sleep {marker}1")));
+    // The launch answers once the app is started; what it starts in the background comes a
+    // moment later.
+    let mut started = false;
+    for _ in 0..150 {
+        if crate::support::alive(&format!("sleep {marker}1")) {
+            started = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(started, "the sleeper's background child never ran");
 
     for (args, why) in [
         (json!({ "name": "firefox" }), "COMMAND_NOT_ALLOWED"),
@@ -972,6 +982,58 @@ async fn apps_are_launched_as_declared_and_closed_with_their_tree() {
     );
     assert!(!crate::support::alive(&format!("sleep {marker}3")));
     shell.cancel().await.unwrap();
+
+    // Instances gantry did not launch: closed only with `any`, and only under
+    // `close_any_app`; a process of the same program with other arguments is left alone.
+    let idler = |arg: String| {
+        std::process::Command::new("/bin/sleep")
+            .arg(arg)
+            .spawn()
+            .unwrap()
+    };
+    let mut outside = idler(format!("{marker}7"));
+    let mut unrelated = idler(format!("{marker}8"));
+    let declared =
+        format!("{HOST_DISPLAY}[apps.idler]\ncommand = [\"/bin/sleep\", \"{marker}7\"]\n");
+    for close_any in [false, true] {
+        sb.config(&if close_any {
+            declared.replace(
+                "host_display = true\n",
+                "host_display = true\nclose_any_app = true\n",
+            )
+        } else {
+            declared.clone()
+        });
+        let shell = sb.stdio(&["--connector", "shell"]).await;
+        let r = call(&shell, "app.close", json!({ "name": "idler" })).await;
+        let out = r.structured_content.clone().unwrap_or_default();
+        assert_eq!(out["closed"], json!([]), "without `any`: {}", text(&r));
+        let r = call(&shell, "app.close", json!({ "name": "idler", "any": true })).await;
+        if close_any {
+            let out = r.structured_content.clone().unwrap_or_default();
+            assert_eq!(
+                out["closed"],
+                json!([format!("pid:{}", outside.id())]),
+                "{}",
+                text(&r)
+            );
+        } else {
+            assert!(
+                text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("close_any_app"),
+                "{}",
+                text(&r)
+            );
+            assert!(crate::support::alive(&format!("sleep {marker}7")));
+        }
+        shell.cancel().await.unwrap();
+    }
+    assert!(
+        outside.wait().unwrap().code().is_none(),
+        "ended by a signal"
+    );
+    assert!(crate::support::alive(&format!("sleep {marker}8")));
+    let _ = unrelated.kill();
+    let _ = unrelated.wait();
 
     // The README's example policy, as written there: one app may be launched, whatever
     // [apps] declares.

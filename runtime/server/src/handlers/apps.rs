@@ -4,7 +4,8 @@
 
 use generated::resources::App;
 use generated::shell::{
-    AppCloseArgs, AppCloseOutput, AppLaunchArgs, AppLaunchOutput, actions, limits,
+    AppCloseArgs, AppCloseOperation, AppCloseOutput, AppLaunchArgs, AppLaunchOutput, actions,
+    limits,
 };
 use tool_api::{CallContext, ErrorCode, Reply, ToolError};
 
@@ -114,6 +115,7 @@ impl AppTools {
         cx: &CallContext,
         args: AppCloseArgs,
     ) -> Result<Reply<AppCloseOutput>, ToolError> {
+        let launched = AppCloseOperation::Launched.action();
         let handles = match (&args.handle, &args.name) {
             (Some(handle), _) => {
                 let name = self.launched.name_of(handle).ok_or_else(|| {
@@ -122,16 +124,22 @@ impl AppTools {
                         format!("handle: `{handle}` is no application gantry launched (or it was closed)"),
                     )
                 })?;
-                cx.authorize(actions::APP_CLOSE, &self.resource(&name), ())
+                cx.authorize(launched, &self.resource(&name), ())
                     .map_err(|e| e.at(&format!("handle `{handle}`")))?;
                 vec![handle.clone()]
             }
             (None, Some(name)) => {
-                cx.authorize(actions::APP_CLOSE, &self.resource(name), ())
+                cx.authorize(launched, &self.resource(name), ())
                     .map_err(|e| e.at(&format!("name `{name}`")))?;
                 self.launched.handles_of(name)
             }
             (None, None) => return Err(ToolError::invalid_input("give `handle` or `name`")),
+        };
+        // Other instances are found before any is asked to close, so what gantry launched
+        // and ends here is not mistaken for them.
+        let others = match (&args.name, args.any) {
+            (Some(name), Some(true)) => self.others(cx, name)?,
+            _ => Vec::new(),
         };
         let grace = limits::app_close::GRACE.duration();
         let mut closed = Vec::new();
@@ -140,11 +148,62 @@ impl AppTools {
                 closed.push(handle);
             }
         }
+        closed.extend(end_others(&others, grace).await);
         Ok(Reply::new(AppCloseOutput { closed }))
     }
 
+    /// The running instances of app `name` gantry did not launch, once `close_any_app`
+    /// allows closing them.
+    fn others(&self, cx: &CallContext, name: &str) -> Result<Vec<u32>, ToolError> {
+        cx.authorize(AppCloseOperation::Any.action(), &self.resource(name), ())
+            .map_err(|e| e.at(&format!("name `{name}`")))?;
+        let Some(app) = self.declared(name) else {
+            return Err(ToolError::new(
+                ErrorCode::CommandNotAllowed,
+                format!("name: `{name}` is not declared under [apps] in the config"),
+            ));
+        };
+        let Some((first, rest)) = app.command.split_first() else {
+            return Ok(Vec::new());
+        };
+        let Some(program) = program::resolve(first) else {
+            return Ok(Vec::new());
+        };
+        let fixed: Vec<String> = rest
+            .iter()
+            .take_while(|a| a.as_str() != config::apps::ARGS_PLACEHOLDER)
+            .cloned()
+            .collect();
+        let mut exclude = self.launched.pids();
+        exclude.push(std::process::id());
+        exclude.extend(crate::ops::host::parent_pid());
+        Ok(find_others(&program, &fixed, &exclude))
+    }
     /// Ends every application gantry launched (server shutdown).
     pub fn shutdown(&self) {
         self.launched.shutdown();
     }
+}
+
+#[cfg(target_os = "linux")]
+fn find_others(program: &std::path::Path, fixed: &[String], exclude: &[u32]) -> Vec<u32> {
+    crate::ops::apps::instances(program, fixed, exclude)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn find_others(_: &std::path::Path, _: &[String], _: &[u32]) -> Vec<u32> {
+    // `close_any_app` is a Linux permission: elsewhere the decision above already refused.
+    Vec::new()
+}
+
+/// Ends `pids`; answers each one gone as `pid:N`.
+async fn end_others(pids: &[u32], grace: std::time::Duration) -> Vec<String> {
+    #[cfg(target_os = "linux")]
+    let gone = crate::ops::apps::end_instances(pids, grace).await;
+    #[cfg(not(target_os = "linux"))]
+    let gone: Vec<u32> = {
+        let _ = (pids, grace);
+        Vec::new()
+    };
+    gone.into_iter().map(|p| format!("pid:{p}")).collect()
 }
