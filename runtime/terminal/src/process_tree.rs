@@ -332,3 +332,62 @@ mod windows {
         }
     }
 }
+
+/// The running processes of `program` (canonical) whose arguments begin with `fixed` (what
+/// a declared command line holds before the call's own), leaving out `exclude`: instances of
+/// an application gantry did not launch. Linux: `/proc/PID/exe` and `cmdline`.
+#[cfg(target_os = "linux")]
+pub fn instances(program: &std::path::Path, fixed: &[String], exclude: &[u32]) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out: Vec<u32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| !exclude.contains(pid))
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == program)
+                && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                    let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+                    fixed
+                        .iter()
+                        .enumerate()
+                        .all(|(i, a)| argv.get(i + 1).is_some_and(|given| *given == a.as_bytes()))
+                })
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Ends processes gantry did not start (`pids`, each alone, never its group: what shares it
+/// is not theirs for sure): SIGTERM, then SIGKILL to those left after `grace`. Returns the
+/// ones that are gone.
+#[cfg(target_os = "linux")]
+pub async fn end_each(pids: &[u32], grace: std::time::Duration) -> Vec<u32> {
+    use rustix::process::{Pid, Signal, kill_process};
+    let send = |pid: u32, sig| {
+        if let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+            let _ = kill_process(p, sig);
+        }
+    };
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rfind(')').and_then(|i| s.get(i + 2..i + 3)) != Some("Z"))
+    };
+    for pid in pids {
+        send(*pid, Signal::TERM);
+    }
+    let until = tokio::time::Instant::now() + grace;
+    while pids.iter().any(|p| alive(*p)) && tokio::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for pid in pids.iter().filter(|p| alive(**p)) {
+        send(*pid, Signal::KILL);
+    }
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+    while pids.iter().any(|p| alive(*p)) && tokio::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    pids.iter().copied().filter(|p| !alive(*p)).collect()
+}

@@ -187,7 +187,7 @@ impl AppTools {
 
 #[cfg(target_os = "linux")]
 fn find_others(program: &std::path::Path, fixed: &[String], exclude: &[u32]) -> Vec<u32> {
-    crate::ops::apps::instances(program, fixed, exclude)
+    terminal::process_tree::instances(program, fixed, exclude)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -199,7 +199,7 @@ fn find_others(_: &std::path::Path, _: &[String], _: &[u32]) -> Vec<u32> {
 /// Ends `pids`; answers each one gone as `pid:N`.
 async fn end_others(pids: &[u32], grace: std::time::Duration) -> Vec<String> {
     #[cfg(target_os = "linux")]
-    let gone = crate::ops::apps::end_instances(pids, grace).await;
+    let gone = terminal::process_tree::end_each(pids, grace).await;
     #[cfg(not(target_os = "linux"))]
     let gone: Vec<u32> = {
         let _ = (pids, grace);
