@@ -1037,12 +1037,7 @@ async fn apps_are_launched_as_declared_and_closed_with_their_tree() {
 
     // The README's example policy, as written there: one app may be launched, whatever
     // [apps] declares.
-    let readme = std::fs::read_to_string(workspace("README.md")).unwrap();
-    let example = readme
-        .split("```cedar\n")
-        .find(|b| b.starts_with("@id(\"local.one_app\")"))
-        .and_then(|b| b.split("```").next())
-        .expect("README's example policy");
+    let example = crate::support::readme_cedar_example("local.one_app");
     let policies = sb.path("policies");
     std::fs::create_dir_all(&policies).unwrap();
     std::fs::write(policies.join("local.cedar"), example).unwrap();

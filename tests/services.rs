@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Sandbox, call, is_error, text, workspace};
+use crate::support::{Sandbox, call, is_error, text};
 
 /// A systemd user manager of the test's own, with its D-Bus session bus; both end with it.
 struct UserManager {
@@ -413,12 +413,7 @@ async fn services_are_read_and_driven_through_a_real_systemd_user_manager() {
     client.cancel().await.unwrap();
 
     // The README's example policy, as written there: one service, whatever [services] allows.
-    let readme = std::fs::read_to_string(workspace("README.md")).unwrap();
-    let example = readme
-        .split("```cedar\n")
-        .find(|b| b.starts_with("@id(\"local.one_app\")"))
-        .and_then(|b| b.split("```").next())
-        .expect("README's example policy");
+    let example = crate::support::readme_cedar_example("local.one_app");
     let policies = sb.path("policies");
     std::fs::create_dir_all(&policies).unwrap();
     std::fs::write(policies.join("local.cedar"), example).unwrap();

@@ -158,28 +158,10 @@ fn control_now(
 /// How long launchctl may take past the call's own wait.
 const GRACE: Duration = Duration::from_secs(20);
 
-async fn blocking<T: Send + 'static>(
-    manager: Manager,
-    within: Duration,
-    work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
-) -> Result<T, ServiceError> {
-    let after = within + GRACE;
-    tokio::time::timeout(after, tokio::task::spawn_blocking(work))
-        .await
-        .map_err(|_| ServiceError::Timeout {
-            manager: who(manager),
-            after,
-        })?
-        .map_err(|e| ServiceError::Unavailable {
-            manager: who(manager),
-            why: format!("the worker failed: {e}"),
-        })?
-}
-
 /// The state of job `label` in `manager`'s launchd domain.
 pub async fn status(manager: Manager, label: &str) -> Result<ServiceState, ServiceError> {
     let label = label.to_string();
-    blocking(manager, Duration::ZERO, move || read(manager, &label)).await
+    crate::worker::blocking(who(manager), GRACE, move || read(manager, &label)).await
 }
 
 /// Does `action` to job `label`, waiting up to `settle` for it to get there.
@@ -190,7 +172,7 @@ pub async fn control(
     settle: Duration,
 ) -> Result<(Outcome, ServiceState), ServiceError> {
     let label = label.to_string();
-    blocking(manager, settle, move || {
+    crate::worker::blocking(who(manager), settle + GRACE, move || {
         control_now(manager, &label, action, settle)
     })
     .await

@@ -9,6 +9,8 @@ mod launchd;
 mod scm;
 #[cfg(target_os = "linux")]
 mod systemd;
+#[cfg(any(windows, target_vendor = "apple"))]
+mod worker;
 
 pub use model::{Action, Manager, Outcome, ServiceError, ServiceState, State};
 

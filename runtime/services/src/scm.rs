@@ -295,28 +295,11 @@ fn control_now(
 /// for about 30 s inside the SCM).
 const GRACE: Duration = Duration::from_secs(40);
 
-async fn blocking<T: Send + 'static>(
-    within: Duration,
-    work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
-) -> Result<T, ServiceError> {
-    let after = within + GRACE;
-    tokio::time::timeout(after, tokio::task::spawn_blocking(work))
-        .await
-        .map_err(|_| ServiceError::Timeout {
-            manager: MANAGER,
-            after,
-        })?
-        .map_err(|e| ServiceError::Unavailable {
-            manager: MANAGER,
-            why: format!("the worker failed: {e}"),
-        })?
-}
-
 /// The state of service `name` in the Service Control Manager (`manager` is always
 /// [`Manager::Scm`] here).
 pub async fn status(_manager: Manager, name: &str) -> Result<ServiceState, ServiceError> {
     let name = name.to_string();
-    blocking(Duration::ZERO, move || {
+    crate::worker::blocking(MANAGER, GRACE, move || {
         let service = open(&name, SERVICE_QUERY_STATUS | SERVICE_QUERY_CONFIG)?;
         read(&service, &name)
     })
@@ -332,7 +315,10 @@ pub async fn control(
     settle: Duration,
 ) -> Result<(Outcome, ServiceState), ServiceError> {
     let name = name.to_string();
-    blocking(settle, move || control_now(&name, action, settle)).await
+    crate::worker::blocking(MANAGER, settle + GRACE, move || {
+        control_now(&name, action, settle)
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -182,6 +182,8 @@ fn on_pipes(spawn: &Spawn, tag: &str) -> std::io::Result<Started> {
     use std::os::windows::process::CommandExt as _;
     /// The command gets a console of its own that is never shown, instead of gantry's.
     const CREATE_NO_WINDOW: u32 = 0x0800_0000;
+    /// Win32's ERROR_INTERNAL_ERROR.
+    const ERROR_INTERNAL_ERROR: i32 = 1359;
     let (reader, output) = std::io::pipe()?;
     let errors = output.try_clone()?;
     let mut cmd = std::process::Command::new(&spawn.invocation.program);
@@ -197,7 +199,15 @@ fn on_pipes(spawn: &Spawn, tag: &str) -> std::io::Result<Started> {
     for (k, v) in variables(spawn, tag) {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn()?;
+    let mut child = match cmd.spawn() {
+        // Wine's process creation now and then answers ERROR_INTERNAL_ERROR and succeeds
+        // when asked again at once; a real failure fails the second time too.
+        Err(e) if e.raw_os_error() == Some(ERROR_INTERNAL_ERROR) => {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            cmd.spawn()?
+        }
+        spawned => spawned?,
+    };
     // The command holds this side's copies of the output pipe: the reader sees its end only
     // once they are closed.
     drop(cmd);

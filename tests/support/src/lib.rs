@@ -22,6 +22,19 @@ pub fn workspace(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// The README's Cedar example that begins with policy `first_id`, as written there, so a
+/// test loads exactly what a reader copies.
+pub fn readme_cedar_example(first_id: &str) -> String {
+    let readme = std::fs::read_to_string(workspace("README.md")).unwrap();
+    let start = format!("@id(\"{first_id}\")");
+    readme
+        .split("```cedar\n")
+        .find(|b| b.starts_with(&start))
+        .and_then(|b| b.split("```").next())
+        .unwrap_or_else(|| panic!("the README has no Cedar example starting with {start}"))
+        .to_string()
+}
+
 /// A check that cannot run here (no browser, no display, no tmpfs, no corpus): a failure
 /// where every check must run (`GANTRY_TEST_STRICT`, which tests/run sets under CI=true), a
 /// loud warning elsewhere. Returns so the caller can skip what it cannot check.

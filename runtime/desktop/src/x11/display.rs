@@ -396,17 +396,18 @@ impl Display {
     /// window of the same client when there is one (so a policy on an application holds for
     /// its menus), else its own title, class and process, or its first child's that has them.
     fn unlisted(&self, listed: &[WindowInfo], t: Window) -> Result<WindowInfo, DesktopError> {
+        // A top-level window's geometry is in root coordinates.
+        let geom = x!(
+            "geometry",
+            x!("geometry", self.conn.get_geometry(t)).reply()
+        );
+        let rect = Rect {
+            x: i32::from(geom.x),
+            y: i32::from(geom.y),
+            w: u32::from(geom.width),
+            h: u32::from(geom.height),
+        };
         if let Some(owner) = self.owner_of(listed, t) {
-            let geom = x!(
-                "geometry",
-                x!("geometry", self.conn.get_geometry(t)).reply()
-            );
-            let rect = Rect {
-                x: i32::from(geom.x),
-                y: i32::from(geom.y),
-                w: u32::from(geom.width),
-                h: u32::from(geom.height),
-            };
             return Ok(WindowInfo {
                 id: u64::from(t),
                 rect,
@@ -424,16 +425,6 @@ impl Display {
         {
             candidates.extend(tree.children.into_iter().take(8));
         }
-        let geom = x!(
-            "geometry",
-            x!("geometry", self.conn.get_geometry(t)).reply()
-        );
-        let rect = Rect {
-            x: i32::from(geom.x),
-            y: i32::from(geom.y),
-            w: u32::from(geom.width),
-            h: u32::from(geom.height),
-        };
         for w in candidates {
             let class = x!(
                 "window class",
