@@ -550,9 +550,17 @@ async fn the_desktop_session_needs_the_host_display_master_switch() {
         return;
     }
     let display = std::env::var("DISPLAY").unwrap();
-    let allow = "[shell]\nallowed_commands = [\"xdpyinfo\", \"echo\", \"printenv\"]\n";
     for on in [false, true] {
         let sb = Sandbox::new();
+        // An ImageMagick program by name (echo under it: the test needs no ImageMagick),
+        // outside the root.
+        let convert = sb.path("bin/convert");
+        std::fs::create_dir_all(sb.path("bin")).unwrap();
+        std::os::unix::fs::symlink("/bin/echo", &convert).unwrap();
+        let convert = convert.display().to_string();
+        let allow = format!(
+            "[shell]\nallowed_commands = [\"xdpyinfo\", \"echo\", \"printenv\", {convert:?}]\n"
+        );
         let switch = if on { HOST_DISPLAY } else { "" };
         sb.config(&format!("{switch}{allow}"));
         let client = desktop(&sb, &[]).await;
@@ -611,7 +619,8 @@ async fn the_desktop_session_needs_the_host_display_master_switch() {
             ("echo", vec!["-f", "X11GRAB"]),
             // ffmpeg's filter graphs undo backslashes; ImageMagick's X coder reads the screen.
             ("echo", vec!["-i", "movie=:0:f=x11\\grab"]),
-            ("echo", vec!["x:root", "shot.png"]),
+            // ImageMagick's X coder, for ImageMagick's programs.
+            (convert.as_str(), vec!["x:root", "shot.png"]),
         ] {
             let r = call(
                 &shell,
@@ -633,6 +642,14 @@ async fn the_desktop_session_needs_the_host_display_master_switch() {
                 );
             }
         }
+        // Elsewhere `x:` means nothing (nor does a drive letter on Windows).
+        let r = call(
+            &shell,
+            "shell.exec",
+            json!({ "command": "echo", "args": ["x: 1", "x:root"] }),
+        )
+        .await;
+        assert!(!is_error(&r), "on={on}: {}", text(&r));
         shell.cancel().await.unwrap();
     }
 }

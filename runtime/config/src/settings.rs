@@ -192,25 +192,70 @@ pub const DISPLAY_CAPTURE_ARGUMENTS: &[&str] = &[
     "dx9screencapsrc",
     "d3d11screencapturesrc",
     "screen://",
+    "d3d12screencapturesrc",
+    "dxgiscreencapsrc",
+    "gdiscreencapsrc",
+    "capture-screen",
+    // ffmpeg reading its filter graph (which may name a grabber) from a file the model wrote.
+    "filter_complex_script",
+    "filter_script",
+    "-/filter",
 ];
 
-/// ImageMagick's X coder, as an argument's start: `x:root`, `x:0x1a00007`, `x:` (a window
-/// chosen by a click) read the screen.
+/// ImageMagick's and GraphicsMagick's programs: for them an argument starting `x:` (the X
+/// coder: `x:root`, `x:0x1a00007`) reads the screen, and so does their `import` command.
+pub const MAGICK_PROGRAMS: &[&str] = &[
+    "magick",
+    "convert",
+    "gm",
+    "montage",
+    "composite",
+    "mogrify",
+    "stream",
+    "compare",
+    "identify",
+    "display",
+    "animate",
+    "conjure",
+];
+
+/// ImageMagick's X coder, as an argument's start.
 const X_CODER: &str = "x:";
 
 /// Whether `arg` asks its program for a capture of the screen ([`DISPLAY_CAPTURE_ARGUMENTS`]),
 /// also once the escapes a program undoes itself are taken out (ffmpeg's filter graphs and
 /// GStreamer's pipelines read `x11\grab` and `'x11'grab` as `x11grab`).
 pub fn asks_for_a_capture(arg: &str) -> bool {
+    let (arg, unescaped) = unescaped(arg);
+    DISPLAY_CAPTURE_ARGUMENTS
+        .iter()
+        .any(|a| arg.contains(a) || unescaped.contains(a))
+}
+
+/// `arg` in lower case, as given and with backslashes and quotes taken out.
+fn unescaped(arg: &str) -> (String, String) {
     let arg = arg.to_lowercase();
-    let unescaped: String = arg
+    let unescaped = arg
         .chars()
         .filter(|c| !matches!(c, '\\' | '\'' | '"'))
         .collect();
-    unescaped.starts_with(X_CODER)
-        || DISPLAY_CAPTURE_ARGUMENTS
-            .iter()
-            .any(|a| arg.contains(a) || unescaped.contains(a))
+    (arg, unescaped)
+}
+
+/// Whether `program` (its file name) is one of [`MAGICK_PROGRAMS`] and `arg` asks it for the
+/// screen: its X coder (`x:root`) or its `import` command (`magick import`, `gm import`).
+/// Windows has no X coder, and there `x:` starts a drive.
+pub fn asks_magick_for_the_screen(program: &std::path::Path, arg: &str) -> bool {
+    let name = program
+        .file_stem()
+        .and_then(|n| n.to_str())
+        .map(str::to_lowercase)
+        .unwrap_or_default();
+    if cfg!(windows) || !MAGICK_PROGRAMS.contains(&name.as_str()) {
+        return false;
+    }
+    let (_, unescaped) = unescaped(arg);
+    unescaped.starts_with(X_CODER) || unescaped.contains("'x:") || unescaped == "import"
 }
 
 #[cfg(test)]
@@ -224,14 +269,24 @@ mod capture_tests {
             "-f=X11GRAB",
             "movie=:0:f=x11\\grab",
             "ximage'src'",
-            "x:root",
-            "X:0x1a00007",
+            "-filter_complex_script",
         ] {
             assert!(asks_for_a_capture(arg), "{arg}");
         }
-        for arg in ["linux:amd64", "-x", "prefix:x", "grab", "x11"] {
+        for arg in ["linux:amd64", "-x", "x:root", "X:\\data", "grab", "x11"] {
             assert!(!asks_for_a_capture(arg), "{arg}");
         }
+        let magick = std::path::Path::new("/usr/bin/convert");
+        for arg in ["x:root", "X:0x1a00007", "import"] {
+            assert_eq!(
+                super::asks_magick_for_the_screen(magick, arg),
+                !cfg!(windows),
+                "{arg}"
+            );
+        }
+        let printf = std::path::Path::new("/usr/bin/printf");
+        assert!(!super::asks_magick_for_the_screen(printf, "x: 1"));
+        assert!(!super::asks_magick_for_the_screen(magick, "photo.png"));
     }
 }
 

@@ -98,7 +98,12 @@ impl ShellTools {
         [std::path::Path::new(given), program]
             .iter()
             .any(|p| config::names_program(&self.display_programs, p))
-            || args.iter().any(|a| config::asks_for_a_capture(a))
+            || args.iter().any(|a| {
+                config::asks_for_a_capture(a)
+                    || [std::path::Path::new(given), program]
+                        .iter()
+                        .any(|p| config::asks_magick_for_the_screen(p, a))
+            })
     }
 }
 
