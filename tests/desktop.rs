@@ -1009,9 +1009,21 @@ async fn apps_are_launched_as_declared_and_closed_with_their_tree() {
             .unwrap()
     };
     let mut outside = idler(format!("{marker}7"));
+    // The same program and arguments as another user: never this one's to close.
+    let mut other_user = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/bin/sleep",
+        ])
+        .arg(format!("{marker}7"))
+        .spawn()
+        .unwrap();
     let mut unrelated = idler(format!("{marker}8"));
-    let declared =
-        format!("{HOST_DISPLAY}[apps.idler]\ncommand = [\"/bin/sleep\", \"{marker}7\"]\n");
+    let declared = format!(
+        "{HOST_DISPLAY}[apps.idler]\ncommand = [\"/bin/sleep\", \"{marker}7\"]\n[apps.anyshell]\ncommand = [\"/bin/sh\", \"{{args}}\"]\n"
+    );
     for close_any in [false, true] {
         sb.config(&if close_any {
             declared.replace(
@@ -1034,6 +1046,25 @@ async fn apps_are_launched_as_declared_and_closed_with_their_tree() {
                 "{}",
                 text(&r)
             );
+            // A shell with nothing of its own would be every shell script: refused.
+            let r = call(
+                &shell,
+                "app.close",
+                json!({ "name": "anyshell", "any": true }),
+            )
+            .await;
+            assert!(
+                text(&r).starts_with("COMMAND_NOT_ALLOWED") && text(&r).contains("any:"),
+                "{}",
+                text(&r)
+            );
+            let r = call(
+                &shell,
+                "app.close",
+                json!({ "handle": "app-0000000000000000", "any": true }),
+            )
+            .await;
+            assert!(text(&r).starts_with("INVALID_INPUT"), "{}", text(&r));
         } else {
             assert!(
                 text(&r).starts_with("PERMISSION_DENIED") && text(&r).contains("close_any_app"),
@@ -1049,6 +1080,12 @@ async fn apps_are_launched_as_declared_and_closed_with_their_tree() {
         "ended by a signal"
     );
     assert!(crate::support::alive(&format!("sleep {marker}8")));
+    assert!(
+        other_user.try_wait().unwrap().is_none(),
+        "another user's instance was closed"
+    );
+    let _ = other_user.kill();
+    let _ = other_user.wait();
     let _ = unrelated.kill();
     let _ = unrelated.wait();
 

@@ -333,61 +333,178 @@ mod windows {
     }
 }
 
-/// The running processes of `program` (canonical) whose arguments begin with `fixed` (what
-/// a declared command line holds before the call's own), leaving out `exclude`: instances of
-/// an application gantry did not launch. Linux: `/proc/PID/exe` and `cmdline`.
+/// A running process gantry did not start, held by a pidfd: signals reach it and no process
+/// that later takes its pid.
 #[cfg(target_os = "linux")]
-pub fn instances(program: &std::path::Path, fixed: &[String], exclude: &[u32]) -> Vec<u32> {
+#[derive(Debug)]
+pub struct Instance {
+    /// Its pid when it was found.
+    pub pid: u32,
+    fd: std::os::fd::OwnedFd,
+}
+
+#[cfg(target_os = "linux")]
+impl Instance {
+    fn signal(&self, sig: rustix::process::Signal) {
+        let _ = rustix::process::pidfd_send_signal(&self.fd, sig);
+    }
+
+    /// Whether it has ended (its pidfd reads as ready once it has).
+    fn ended(&self) -> bool {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];
+        let now = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0)
+    }
+}
+
+/// gantry's ancestors (whatever hosts it: the MCP client, a terminal, an editor) and
+/// descendants (its commands and apps): never another application's instances.
+#[cfg(target_os = "linux")]
+fn family() -> std::collections::HashSet<u32> {
+    let me = std::process::id();
+    let parents: std::collections::HashMap<u32, u32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let after = stat.get(stat.rfind(')')? + 2..)?;
+            let ppid = after.split_whitespace().nth(1)?.parse::<u32>().ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    // Up: whatever hosts gantry.
+    let mut ancestors = std::collections::HashSet::new();
+    let mut at = me;
+    while let Some(&up) = parents.get(&at) {
+        if up == 0 || !ancestors.insert(up) {
+            break;
+        }
+        at = up;
+    }
+    // Down: repeated until nothing new joins (the map is one snapshot).
+    let mut descendants = std::collections::HashSet::from([me]);
+    loop {
+        let before = descendants.len();
+        for (pid, ppid) in &parents {
+            if descendants.contains(ppid) {
+                descendants.insert(*pid);
+            }
+        }
+        if descendants.len() == before {
+            break;
+        }
+    }
+    descendants.extend(ancestors);
+    descendants
+}
+
+/// Whether process `pid` runs the file `program` (the same file, by device and inode) as the
+/// same user as gantry, in gantry's own pid and mount namespaces, with arguments beginning
+/// with `fixed`.
+#[cfg(target_os = "linux")]
+fn runs(pid: u32, program: (u64, u64), fixed: &[String]) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let proc = format!("/proc/{pid}");
+    let same_ns = |ns: &str| {
+        let ino = |p: String| std::fs::metadata(p).map(|m| m.ino()).ok();
+        ino(format!("{proc}/ns/{ns}"))
+            .is_some_and(|i| Some(i) == ino(format!("/proc/self/ns/{ns}")))
+    };
+    std::fs::metadata(&proc).is_ok_and(|m| m.uid() == rustix::process::geteuid().as_raw())
+        && std::fs::metadata(format!("{proc}/exe")).is_ok_and(|m| (m.dev(), m.ino()) == program)
+        && same_ns("pid")
+        && same_ns("mnt")
+        && std::fs::read(format!("{proc}/cmdline")).is_ok_and(|cmdline| {
+            let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            fixed
+                .iter()
+                .enumerate()
+                .all(|(i, a)| argv.get(i + 1).is_some_and(|given| *given == a.as_bytes()))
+        })
+}
+
+/// The running processes of `program` whose arguments begin with `fixed` (what a declared
+/// command line holds before the call's own), each held by a pidfd: instances of an
+/// application gantry did not launch. Never gantry, what hosts it or what it started, pid 1,
+/// another user's process or one in another container. Linux: `/proc` and pidfds.
+#[cfg(target_os = "linux")]
+pub fn instances(program: &std::path::Path, fixed: &[String]) -> Vec<Instance> {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(target) = std::fs::metadata(program).map(|m| (m.dev(), m.ino())) else {
+        return Vec::new();
+    };
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut out: Vec<u32> = entries
+    let family = family();
+    let mut out: Vec<Instance> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| !exclude.contains(pid))
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == program)
-                && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
-                    let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-                    fixed
-                        .iter()
-                        .enumerate()
-                        .all(|(i, a)| argv.get(i + 1).is_some_and(|given| *given == a.as_bytes()))
-                })
+        .filter(|pid| *pid > 1 && !family.contains(pid) && runs(*pid, target, fixed))
+        .filter_map(|pid| {
+            let raw = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+            let fd = rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()).ok()?;
+            // Checked again now the pidfd holds it: the pid may have gone to another process
+            // between the look and the open.
+            runs(pid, target, fixed).then_some(Instance { pid, fd })
         })
         .collect();
-    out.sort_unstable();
+    out.sort_unstable_by_key(|i| i.pid);
     out
 }
 
-/// Ends processes gantry did not start (`pids`, each alone, never its group: what shares it
-/// is not theirs for sure): SIGTERM, then SIGKILL to those left after `grace`. Returns the
-/// ones that are gone.
+/// Ends `instances`, each alone (never its group: what shares it is not its for sure):
+/// SIGTERM, then SIGKILL to those left after `grace`, through their pidfds. Returns the pids of
+/// those that ended.
 #[cfg(target_os = "linux")]
-pub async fn end_each(pids: &[u32], grace: std::time::Duration) -> Vec<u32> {
-    use rustix::process::{Pid, Signal, kill_process};
-    let send = |pid: u32, sig| {
-        if let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
-            let _ = kill_process(p, sig);
-        }
-    };
-    let alive = |pid: u32| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| s.rfind(')').and_then(|i| s.get(i + 2..i + 3)) != Some("Z"))
-    };
-    for pid in pids {
-        send(*pid, Signal::TERM);
+pub async fn end_each(instances: &[Instance], grace: std::time::Duration) -> Vec<u32> {
+    use rustix::process::Signal;
+    for i in instances {
+        i.signal(Signal::TERM);
     }
     let until = tokio::time::Instant::now() + grace;
-    while pids.iter().any(|p| alive(*p)) && tokio::time::Instant::now() < until {
+    while instances.iter().any(|i| !i.ended()) && tokio::time::Instant::now() < until {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    for pid in pids.iter().filter(|p| alive(**p)) {
-        send(*pid, Signal::KILL);
+    for i in instances.iter().filter(|i| !i.ended()) {
+        i.signal(Signal::KILL);
     }
     let until = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
-    while pids.iter().any(|p| alive(*p)) && tokio::time::Instant::now() < until {
+    while instances.iter().any(|i| !i.ended()) && tokio::time::Instant::now() < until {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    pids.iter().copied().filter(|p| !alive(*p)).collect()
+    instances
+        .iter()
+        .filter(|i| i.ended())
+        .map(|i| i.pid)
+        .collect()
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod instance_tests {
+    use super::*;
+
+    #[test]
+    fn gantry_what_hosts_it_and_what_it_started_are_never_instances() {
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let family = family();
+        assert!(family.contains(&std::process::id()));
+        let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get().unsigned_abs());
+        assert!(parent.is_some_and(|p| family.contains(&p)));
+        assert!(family.contains(&child.id()), "a child of this process");
+        // Our own sleep is ours: never found as another's instance.
+        let found = instances(std::path::Path::new("/bin/sleep"), &["30".to_string()]);
+        assert!(found.iter().all(|i| i.pid != child.id()), "{found:?}");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

@@ -396,16 +396,19 @@ impl Display {
     /// window of the same client when there is one (so a policy on an application holds for
     /// its menus), else its own title, class and process, or its first child's that has them.
     fn unlisted(&self, listed: &[WindowInfo], t: Window) -> Result<WindowInfo, DesktopError> {
-        // A top-level window's geometry is in root coordinates.
+        // A top-level window's geometry is in root coordinates, its corner the border's
+        // outer one, its size the inside's: the border (Tk's and Xt's menus draw one) is
+        // part of what shows.
         let geom = x!(
             "geometry",
             x!("geometry", self.conn.get_geometry(t)).reply()
         );
+        let border = 2 * u32::from(geom.border_width);
         let rect = Rect {
             x: i32::from(geom.x),
             y: i32::from(geom.y),
-            w: u32::from(geom.width),
-            h: u32::from(geom.height),
+            w: u32::from(geom.width) + border,
+            h: u32::from(geom.height) + border,
         };
         if let Some(owner) = self.owner_of(listed, t) {
             return Ok(WindowInfo {
@@ -488,7 +491,11 @@ impl Display {
             let Some(attrs) = attrs.ok().and_then(|c| c.reply().ok()) else {
                 continue;
             };
-            if attrs.override_redirect && attrs.map_state == MapState::VIEWABLE {
+            // An input-only window (a drag proxy, an overlay catching clicks) draws nothing.
+            if attrs.override_redirect
+                && attrs.map_state == MapState::VIEWABLE
+                && attrs.class != xproto::WindowClass::INPUT_ONLY
+            {
                 // One that closed meanwhile is simply not there.
                 if let Ok(info) = self.unlisted(listed, w) {
                     out.push(info);

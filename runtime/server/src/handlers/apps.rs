@@ -18,14 +18,18 @@ use crate::ops::program;
 pub struct AppTools {
     declared: Vec<(String, config::apps::AppConfig)>,
     launched: Apps,
+    /// `[shell] runs_files`: interpreters and shells, whose instances a name cannot tell.
+    runs_files: Vec<String>,
 }
 
 impl AppTools {
-    /// The applications `declared` may be launched.
-    pub fn new(declared: Vec<(String, config::apps::AppConfig)>) -> Self {
+    /// The applications `declared` may be launched; `runs_files` are interpreters and
+    /// shells.
+    pub fn new(declared: Vec<(String, config::apps::AppConfig)>, runs_files: Vec<String>) -> Self {
         AppTools {
             declared,
             launched: Apps::default(),
+            runs_files,
         }
     }
 
@@ -115,31 +119,41 @@ impl AppTools {
         cx: &CallContext,
         args: AppCloseArgs,
     ) -> Result<Reply<AppCloseOutput>, ToolError> {
-        let launched = AppCloseOperation::Launched.action();
-        let handles = match (&args.handle, &args.name) {
-            (Some(handle), _) => {
-                let name = self.launched.name_of(handle).ok_or_else(|| {
-                    ToolError::new(
-                        ErrorCode::NotFound,
-                        format!("handle: `{handle}` is no application gantry launched (or it was closed)"),
-                    )
-                })?;
-                cx.authorize(launched, &self.resource(&name), ())
-                    .map_err(|e| e.at(&format!("handle `{handle}`")))?;
-                vec![handle.clone()]
-            }
-            (None, Some(name)) => {
-                cx.authorize(launched, &self.resource(name), ())
-                    .map_err(|e| e.at(&format!("name `{name}`")))?;
-                self.launched.handles_of(name)
-            }
+        if args.any.is_some() && args.handle.is_some() {
+            return Err(ToolError::invalid_input(
+                "any: goes with `name` (a handle is one application gantry launched)",
+            ));
+        }
+        let name = match (&args.handle, &args.name) {
+            (Some(handle), _) => self.launched.name_of(handle).ok_or_else(|| {
+                ToolError::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "handle: `{handle}` is no application gantry launched (or it was closed)"
+                    ),
+                )
+            })?,
+            (None, Some(name)) => name.clone(),
             (None, None) => return Err(ToolError::invalid_input("give `handle` or `name`")),
         };
-        // Other instances are found before any is asked to close, so what gantry launched
-        // and ends here is not mistaken for them.
-        let others = match (&args.name, args.any) {
-            (Some(name), Some(true)) => self.others(cx, name)?,
-            _ => Vec::new(),
+        let named = match &args.handle {
+            Some(handle) => format!("handle `{handle}`"),
+            None => format!("name `{name}`"),
+        };
+        // The tool's own action and the operation's: a rule on either holds.
+        let app = self.resource(&name);
+        cx.authorize(actions::APP_CLOSE, &app, ())
+            .and_then(|_| cx.authorize(AppCloseOperation::Launched.action(), &app, ()))
+            .map_err(|e| e.at(&named))?;
+        let handles = match &args.handle {
+            Some(handle) => vec![handle.clone()],
+            None => self.launched.handles_of(&name),
+        };
+        // Other instances are found (and held) before any is asked to close.
+        let others = if args.any == Some(true) {
+            self.others(cx, &name)?
+        } else {
+            Others::default()
         };
         let grace = limits::app_close::GRACE.duration();
         let mut closed = Vec::new();
@@ -148,13 +162,13 @@ impl AppTools {
                 closed.push(handle);
             }
         }
-        closed.extend(end_others(&others, grace).await);
+        closed.extend(others.end(grace).await);
         Ok(Reply::new(AppCloseOutput { closed }))
     }
 
     /// The running instances of app `name` gantry did not launch, once `close_any_app`
     /// allows closing them.
-    fn others(&self, cx: &CallContext, name: &str) -> Result<Vec<u32>, ToolError> {
+    fn others(&self, cx: &CallContext, name: &str) -> Result<Others, ToolError> {
         cx.authorize(AppCloseOperation::Any.action(), &self.resource(name), ())
             .map_err(|e| e.at(&format!("name `{name}`")))?;
         let Some(app) = self.declared(name) else {
@@ -164,20 +178,31 @@ impl AppTools {
             ));
         };
         let Some((first, rest)) = app.command.split_first() else {
-            return Ok(Vec::new());
+            return Ok(Others::default());
         };
         let Some(program) = program::resolve(first) else {
-            return Ok(Vec::new());
+            return Ok(Others::default());
         };
         let fixed: Vec<String> = rest
             .iter()
             .take_while(|a| a.as_str() != config::apps::ARGS_PLACEHOLDER)
             .cloned()
             .collect();
-        let mut exclude = self.launched.pids();
-        exclude.push(std::process::id());
-        exclude.extend(crate::ops::host::parent_pid());
-        Ok(find_others(&program, &fixed, &exclude))
+        // An interpreter or a shell with nothing of the app's own before the call's
+        // arguments would be every program it runs.
+        if fixed.is_empty()
+            && [std::path::Path::new(first), program.as_path()]
+                .iter()
+                .any(|p| config::names_program(&self.runs_files, p))
+        {
+            return Err(ToolError::new(
+                ErrorCode::CommandNotAllowed,
+                format!(
+                    "any: `{name}` is `{first}` with nothing of its own before the call's arguments, so its other instances cannot be told from any other `{first}` program; only what gantry launched is closed"
+                ),
+            ));
+        }
+        Ok(Others::find(&program, &fixed))
     }
     /// Ends every application gantry launched (server shutdown).
     pub fn shutdown(&self) {
@@ -185,25 +210,36 @@ impl AppTools {
     }
 }
 
-#[cfg(target_os = "linux")]
-fn find_others(program: &std::path::Path, fixed: &[String], exclude: &[u32]) -> Vec<u32> {
-    terminal::process_tree::instances(program, fixed, exclude)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn find_others(_: &std::path::Path, _: &[String], _: &[u32]) -> Vec<u32> {
-    // `close_any_app` is a Linux permission: elsewhere the decision above already refused.
-    Vec::new()
-}
-
-/// Ends `pids`; answers each one gone as `pid:N`.
-async fn end_others(pids: &[u32], grace: std::time::Duration) -> Vec<String> {
+/// Instances of an application gantry did not launch, held until they are ended.
+#[derive(Debug, Default)]
+struct Others {
     #[cfg(target_os = "linux")]
-    let gone = terminal::process_tree::end_each(pids, grace).await;
+    held: Vec<terminal::process_tree::Instance>,
+}
+
+impl Others {
+    #[cfg(target_os = "linux")]
+    fn find(program: &std::path::Path, fixed: &[String]) -> Others {
+        Others {
+            held: terminal::process_tree::instances(program, fixed),
+        }
+    }
+
     #[cfg(not(target_os = "linux"))]
-    let gone: Vec<u32> = {
-        let _ = (pids, grace);
-        Vec::new()
-    };
-    gone.into_iter().map(|p| format!("pid:{p}")).collect()
+    fn find(_: &std::path::Path, _: &[String]) -> Others {
+        // `close_any_app` is a Linux permission: elsewhere the decision before already refused.
+        Others::default()
+    }
+
+    /// Ends them; answers each one gone as `pid:N`.
+    async fn end(self, grace: std::time::Duration) -> Vec<String> {
+        #[cfg(target_os = "linux")]
+        let gone = terminal::process_tree::end_each(&self.held, grace).await;
+        #[cfg(not(target_os = "linux"))]
+        let gone: Vec<u32> = {
+            let _ = grace;
+            Vec::new()
+        };
+        gone.into_iter().map(|p| format!("pid:{p}")).collect()
+    }
 }

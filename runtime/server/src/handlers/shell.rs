@@ -64,7 +64,10 @@ impl ShellTools {
             display_programs: Arc::new(settings.shell_display_programs.clone()),
             desktop,
             browser: Arc::new(settings.browser.clone()),
-            apps: Arc::new(super::apps::AppTools::new(settings.apps.clone())),
+            apps: Arc::new(super::apps::AppTools::new(
+                settings.apps.clone(),
+                settings.shell_runs_files.clone(),
+            )),
             services: Arc::new(super::services::ServiceTools::new(
                 settings.services.clone(),
             )),

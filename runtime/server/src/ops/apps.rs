@@ -168,11 +168,6 @@ impl Apps {
         self.lock().get(handle).map(|l| l.name.clone())
     }
 
-    /// The processes of every application gantry launched (they are closed by handle).
-    pub fn pids(&self) -> Vec<u32> {
-        self.lock().values().map(|l| l.pid).collect()
-    }
-
     /// The handles of every application `name` gantry launched.
     pub fn handles_of(&self, name: &str) -> Vec<String> {
         let mut all: Vec<String> = self
