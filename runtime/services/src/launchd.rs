@@ -117,7 +117,7 @@ fn control_now(
     action: Action,
     wait: Duration,
 ) -> Result<(Outcome, ServiceState), ServiceError> {
-    read(manager, label)?;
+    // An unknown label needs no look first: launchctl's 113 is "not found".
     let job = target(manager, label);
     match action {
         Action::Start => launchctl(manager, label, &["kickstart", &job])?,

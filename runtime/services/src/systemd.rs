@@ -236,8 +236,7 @@ pub async fn control(
     settle: Duration,
 ) -> Result<(Outcome, ServiceState), ServiceError> {
     let conn = answer(manager, connect(manager)).await?;
-    // An unknown name is "not found" here too, not a job that fails.
-    answer(manager, read_state(&conn, manager, bare)).await?;
+    // An unknown name needs no look first: the manager's NoSuchUnit is "not found".
     let fail = |e| failure(manager, bare, e);
     let (job, mut removed) = answer(manager, async {
         let managed = manager_proxy(&conn).await.map_err(fail)?;
