@@ -2,13 +2,15 @@
 //! thread appends the call as one JSON line to this server's own journal file
 //! (`sessions-<pid>-<n>.journal`, private, beside the store, locked for the server's life)
 //! before its reply leaves; a writer thread moves lines into the store in batches, committing
-//! each batch together with how far the file has been read, and empties the file whenever all
-//! of it is taken (so unredacted text stays there for a batch's time, about 20 ms). A server
+//! each batch together with how far the file has been read, and empties the file once all of
+//! it is taken and either no call came for a second or it passed 1 MiB (so unredacted text
+//! stays there about a second after the last call). A server
 //! killed at any moment loses no call it answered: the next server to open the store finds the
 //! file unlocked and moves what is left into the store, then removes it (a torn last line,
 //! whose call was never answered, is dropped). Servers sharing a store each have their own
 //! file, so none stores another's calls twice.
 
+use std::borrow::Cow;
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,37 +19,52 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::{Call, Grouping, record_in};
+use crate::record::{Batch, Call, Grouping, record_in};
 use crate::{Redactor, Store, StoreError};
 
 /// How long the writer lets calls gather before it stores them.
-const GATHER: Duration = Duration::from_millis(20);
+const GATHER: Duration = Duration::from_millis(100);
+/// The journal is emptied once everything in it is stored and either no call came for this
+/// long or it has grown past [`EMPTY_PAST`]: emptying is a truncation and a transaction of its
+/// own, too dear to pay after every batch of a busy server.
+const EMPTY_AFTER: Duration = Duration::from_secs(1);
+/// See [`EMPTY_AFTER`].
+const EMPTY_PAST: u64 = 1 << 20;
 /// Most bytes the writer takes into one transaction.
 const BATCH: usize = 4 << 20;
 
-/// One call as a journal line.
+/// One call as a journal line. Written straight from the call's borrowed fields (the reply's
+/// text is not copied before it is encoded) and read back borrowing from the batch's buffer.
 #[derive(Debug, Serialize, Deserialize)]
-struct Line {
+struct Line<'a> {
     ts: i64,
-    connector: String,
-    tool: String,
-    args: String,
-    result: String,
-    decision: String,
-    error: Option<String>,
+    #[serde(borrow)]
+    connector: Cow<'a, str>,
+    #[serde(borrow)]
+    tool: Cow<'a, str>,
+    #[serde(borrow)]
+    args: Cow<'a, str>,
+    #[serde(borrow)]
+    result: Cow<'a, str>,
+    #[serde(borrow)]
+    decision: Cow<'a, str>,
+    #[serde(borrow)]
+    error: Option<Cow<'a, str>>,
     failed: bool,
     /// `label`, `conn` or `gap`, and the label or connection.
-    group: (String, String),
-    labels: Vec<String>,
+    #[serde(borrow)]
+    group: (Cow<'a, str>, Cow<'a, str>),
+    #[serde(borrow)]
+    labels: Vec<Cow<'a, str>>,
     hidden: bool,
 }
 
-impl Line {
-    fn of(call: &Call<'_>) -> Line {
+impl<'a> Line<'a> {
+    fn of(call: &'a Call<'a>) -> Line<'a> {
         let group = match &call.grouping {
-            Grouping::ClientLabel(l) => ("label".into(), l.clone()),
-            Grouping::Connection(c) => ("conn".into(), c.clone()),
-            Grouping::TimeGap => ("gap".into(), String::new()),
+            Grouping::ClientLabel(l) => ("label", l.as_str()),
+            Grouping::Connection(c) => ("conn", c.as_str()),
+            Grouping::TimeGap => ("gap", ""),
         };
         Line {
             ts: call.ts_ms,
@@ -56,10 +73,14 @@ impl Line {
             args: call.arguments.into(),
             result: call.result.into(),
             decision: call.decision.into(),
-            error: call.error.map(str::to_string),
+            error: call.error.map(Cow::Borrowed),
             failed: call.failed,
-            group,
-            labels: call.labels.clone(),
+            group: (group.0.into(), group.1.into()),
+            labels: call
+                .labels
+                .iter()
+                .map(|l| Cow::Borrowed(l.as_str()))
+                .collect(),
             hidden: call.hidden,
         }
     }
@@ -74,12 +95,12 @@ impl Line {
             decision: &self.decision,
             error: self.error.as_deref(),
             failed: self.failed,
-            grouping: match self.group.0.as_str() {
-                "label" => Grouping::ClientLabel(self.group.1.clone()),
-                "conn" => Grouping::Connection(self.group.1.clone()),
+            grouping: match &*self.group.0 {
+                "label" => Grouping::ClientLabel(self.group.1.to_string()),
+                "conn" => Grouping::Connection(self.group.1.to_string()),
                 _ => Grouping::TimeGap,
             },
-            labels: self.labels.clone(),
+            labels: self.labels.iter().map(|l| l.to_string()).collect(),
             hidden: self.hidden,
         }
     }
@@ -292,13 +313,14 @@ fn take(
     let end = offset + last as u64 + 1;
     let mut calls = 0;
     store.write(|tx| {
+        let mut batch = Batch::default();
         for raw in buf[..=last]
             .split(|b| *b == b'\n')
             .filter(|l| !l.is_empty())
         {
             // A line that does not parse cannot have come from `append`; it is skipped.
             if let Ok(line) = serde_json::from_slice::<Line>(raw) {
-                record_in(tx, &line.call(), redactor)?;
+                record_in(tx, &line.call(), redactor, &mut batch)?;
                 calls += 1;
             }
         }
@@ -321,8 +343,26 @@ struct Writer {
 
 impl Writer {
     fn run(mut self, woken: &std::sync::mpsc::Receiver<()>) {
-        // Ends when every Journal handle (the sender) is gone.
-        while woken.recv().is_ok() {
+        use std::sync::mpsc::RecvTimeoutError;
+        loop {
+            // Something stored and not yet emptied: a quiet second empties it.
+            let woken_by_call = if self.offset > 0 {
+                match woken.recv_timeout(EMPTY_AFTER) {
+                    Ok(()) => true,
+                    Err(RecvTimeoutError::Timeout) => false,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                // Ends when every Journal handle (the sender) is gone.
+                woken.recv().is_ok()
+            };
+            if !woken_by_call {
+                if self.offset == 0 {
+                    break;
+                }
+                self.empty_when_taken();
+                continue;
+            }
             // Calls come in bursts: a short wait lets one transaction take many of them,
             // which costs far less than one each; a lookup waiting on a flush cuts it short.
             std::thread::park_timeout(GATHER);
@@ -352,8 +392,12 @@ impl Writer {
                     }
                 }
             }
-            self.empty_when_taken();
+            if self.offset >= EMPTY_PAST {
+                self.empty_when_taken();
+            }
         }
+        // The last handle is gone (the server is stopping): nothing unredacted stays.
+        self.empty_when_taken();
     }
 
     /// Empties the journal whenever everything in it is in the store (so unredacted text

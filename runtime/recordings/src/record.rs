@@ -1,6 +1,8 @@
 //! gantry's own calls, recorded as they are answered: one tool entry (its arguments) and one
 //! result entry (the text the model got) per call, grouped into conversations.
 
+use std::collections::HashMap;
+
 use crate::StoreError;
 use crate::redact::Redactor;
 use crate::store::{self, Kind, NewEntry, SessionInfo, Store};
@@ -87,18 +89,44 @@ impl Store {
     /// Records `call` in its conversation, committed before this returns. The server records
     /// through a [`crate::Journal`] instead, which is as durable and far cheaper per call.
     pub fn record_call(&self, call: &Call<'_>, redactor: &Redactor) -> Result<(), StoreError> {
-        self.write(|tx| record_in(tx, call, redactor))
+        self.write(|tx| record_in(tx, call, redactor, &mut Batch::default()))
+    }
+
+    /// Records `calls` in one transaction, as the journal's writer does with a batch.
+    pub fn record_calls(&self, calls: &[Call<'_>], redactor: &Redactor) -> Result<(), StoreError> {
+        self.write(|tx| {
+            let mut batch = Batch::default();
+            for call in calls {
+                record_in(tx, call, redactor, &mut batch)?;
+            }
+            Ok(())
+        })
     }
 }
 
-/// Adds `call` to its conversation within the transaction `tx`.
+/// What one transaction has learnt of the conversations it records into, so a batch of calls
+/// into one conversation looks it up once: true until the transaction ends, as no other
+/// writer runs while it holds the store's write lock.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    /// Conversation key → its session and the time of its latest call.
+    sessions: HashMap<String, (String, i64)>,
+    /// Session → the number its next visible tool call takes.
+    next_tref: HashMap<String, i64>,
+}
+
+/// Adds `call` to its conversation within the transaction `tx`; `batch` belongs to `tx`.
 pub(crate) fn record_in(
     tx: &rusqlite::Connection,
     call: &Call<'_>,
     redactor: &Redactor,
+    batch: &mut Batch,
 ) -> Result<(), StoreError> {
     let key = call.grouping.key(call.connector);
-    let existing = store::session_by_key(tx, &key)?;
+    let existing = match batch.sessions.get(&key) {
+        Some(known) => Some(known.clone()),
+        None => store::session_by_key(tx, &key)?,
+    };
     let id = match existing {
         Some((id, last))
             if call.grouping != Grouping::TimeGap || call.ts_ms - last <= RUN_GAP_MS =>
@@ -140,7 +168,11 @@ pub(crate) fn record_in(
         meta.push_str(&format!(" · {}", redactor.apply(l)));
     }
     tool.meta = Some(meta);
-    store::add_entry(tx, &id, &tool)?;
+    let next_tref = match batch.next_tref.entry(id.clone()) {
+        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+        std::collections::hash_map::Entry::Vacant(v) => v.insert(store::next_tref_of(tx, &id)?),
+    };
+    store::add_numbered_entry(tx, &id, &tool, Some(next_tref))?;
     let mut result = NewEntry::new(
         call.ts_ms,
         Kind::Result,
@@ -150,6 +182,11 @@ pub(crate) fn record_in(
     result.failed = call.failed;
     result.hidden = call.hidden;
     store::add_entry(tx, &id, &result)?;
+    let last = batch
+        .sessions
+        .get(&key)
+        .map_or(call.ts_ms, |(_, t)| (*t).max(call.ts_ms));
+    batch.sessions.insert(key, (id, last));
     Ok(())
 }
 

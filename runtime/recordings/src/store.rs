@@ -199,12 +199,6 @@ CREATE INDEX IF NOT EXISTS entry_tref ON entry(session_id, tref) WHERE tref IS N
 CREATE VIRTUAL TABLE IF NOT EXISTS entry_fts USING fts5(
   name, text, content='entry', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
 );
-CREATE TRIGGER IF NOT EXISTS entry_ai AFTER INSERT ON entry WHEN new.hidden = 0 BEGIN
-  INSERT INTO entry_fts(rowid, name, text) VALUES (new.id, new.name, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS entry_ad AFTER DELETE ON entry WHEN old.hidden = 0 BEGIN
-  INSERT INTO entry_fts(entry_fts, rowid, name, text) VALUES ('delete', old.id, old.name, old.text);
-END;
 CREATE TABLE IF NOT EXISTS meta(
   key TEXT PRIMARY KEY,
   value INTEGER NOT NULL
@@ -221,6 +215,28 @@ CREATE TABLE IF NOT EXISTS source(
   lines INTEGER NOT NULL DEFAULT 0,
   mtime_ns INTEGER NOT NULL DEFAULT 0
 );
+";
+
+/// What `PRAGMA user_version` says once the search index is kept by [`Store::write`] rather
+/// than by a trigger per row.
+const SCHEMA_VERSION: i64 = 2;
+
+/// The `meta` key `fts:indexed_through` holds the last entry id in the search index: every
+/// entry at or below it that is not hidden is indexed, none above it is.
+///
+/// From version 0 (a trigger indexed each row as it was inserted, so everything stored is
+/// indexed) or a new store: rows are indexed at each transaction's end, and a deleted row
+/// leaves the index only if it was in it.
+const MIGRATE_TO_2: &str = "
+DROP TRIGGER IF EXISTS entry_ai;
+DROP TRIGGER IF EXISTS entry_ad;
+CREATE TRIGGER entry_ad AFTER DELETE ON entry
+  WHEN old.hidden = 0 AND old.id <= (SELECT value FROM meta WHERE key = 'fts:indexed_through')
+BEGIN
+  INSERT INTO entry_fts(entry_fts, rowid, name, text) VALUES ('delete', old.id, old.name, old.text);
+END;
+INSERT OR IGNORE INTO meta(key, value) SELECT 'fts:indexed_through', COALESCE(MAX(id), 0) FROM entry;
+PRAGMA user_version = 2;
 ";
 
 /// The store. Every method takes the one connection's lock: SQLite serialises writers anyway,
@@ -251,6 +267,7 @@ impl Store {
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=OFF;",
         )?;
         conn.execute_batch(SCHEMA)?;
+        migrate(&conn)?;
         // The WAL and shared-memory files are created by SQLite with the database's mode.
         Ok(Store {
             conn: Mutex::new(conn),
@@ -273,6 +290,7 @@ impl Store {
         // deferred transaction that reads first fails at once when another server writes.
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let out = f(&tx)?;
+        index_new_entries(&tx)?;
         tx.commit()?;
         Ok(out)
     }
@@ -284,6 +302,45 @@ impl Store {
     ) -> Result<T, StoreError> {
         f(&lock(&self.conn))
     }
+}
+
+/// Brings a store made by an earlier gantry (or a new one) to [`SCHEMA_VERSION`], in one
+/// transaction, so two servers opening it at once cannot both migrate it.
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let done = if version < SCHEMA_VERSION {
+        conn.execute_batch(MIGRATE_TO_2)
+    } else {
+        Ok(())
+    };
+    match done {
+        Ok(()) => conn.execute_batch("COMMIT")?,
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e.into());
+        }
+    }
+    Ok(())
+}
+
+/// Adds to the search index every entry the transaction stored. One statement for all of
+/// them: FTS5 writes its pending terms out at every statement that touches it, so a
+/// statement per row (a trigger) made a new index segment per row and cost most of a
+/// recorded call.
+fn index_new_entries(tx: &Connection) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO entry_fts(rowid, name, text)
+         SELECT id, name, text FROM entry
+         WHERE id > (SELECT value FROM meta WHERE key = 'fts:indexed_through') AND hidden = 0",
+    )?
+    .execute([])?;
+    tx.prepare_cached(
+        "UPDATE meta SET value = (SELECT COALESCE(MAX(id), 0) FROM entry)
+         WHERE key = 'fts:indexed_through' AND value <> (SELECT COALESCE(MAX(id), 0) FROM entry)",
+    )?
+    .execute([])?;
+    Ok(())
 }
 
 /// Creates `path` with mode 0600 if it does not exist (SQLite would use the umask).
@@ -348,6 +405,18 @@ pub fn add_entry(
     session_id: &str,
     e: &NewEntry,
 ) -> Result<Option<i64>, StoreError> {
+    add_numbered_entry(tx, session_id, e, None)
+}
+
+/// [`add_entry`], with the session's next tool-call number when the caller keeps it (a
+/// transaction that records many calls into one session): set to the number after this
+/// entry's when the entry takes one. `None` asks the store.
+pub(crate) fn add_numbered_entry(
+    tx: &Connection,
+    session_id: &str,
+    e: &NewEntry,
+    next_tref: Option<&mut i64>,
+) -> Result<Option<i64>, StoreError> {
     let mut supersedes = None;
     if let Some(key) = &e.msg_key {
         let prior: Option<(i64, String)> = tx
@@ -364,18 +433,23 @@ pub fn add_entry(
         }
     }
     let tref: Option<i64> = if e.kind == Kind::Tool && !e.hidden {
-        Some(
-            tx.prepare_cached(
-                "SELECT COALESCE(MAX(tref), 0) + 1 FROM entry WHERE session_id = ?1 AND tref IS NOT NULL",
-            )?
-            .query_row(params![session_id], |r| r.get(0))?,
-        )
+        match next_tref {
+            Some(next) => {
+                let n = *next;
+                *next += 1;
+                Some(n)
+            }
+            None => Some(next_tref_of(tx, session_id)?),
+        }
     } else {
         None
     };
     tx.prepare_cached(
-        "INSERT INTO entry(session_id, ts_ms, kind, name, text, call_id, failed, msg_key, uuid, parent, side, hidden, supersedes, tref, meta)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        // The id is above every id ever indexed, even when the newest entries were deleted
+        // (SQLite would reuse their ids): an id at or below the mark counts as indexed.
+        "INSERT INTO entry(id, session_id, ts_ms, kind, name, text, call_id, failed, msg_key, uuid, parent, side, hidden, supersedes, tref, meta)
+         VALUES (MAX((SELECT COALESCE(MAX(id), 0) FROM entry), (SELECT value FROM meta WHERE key = 'fts:indexed_through')) + 1,
+                 ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     )?
     .execute(params![
             session_id,
@@ -400,9 +474,20 @@ pub fn add_entry(
         tx.prepare_cached("UPDATE entry SET superseded = 1 WHERE id = ?1")?
             .execute(params![old])?;
     }
-    tx.prepare_cached("UPDATE session SET updated_ms = MAX(updated_ms, ?2) WHERE id = ?1")?
+    // Only when it moves: a call's two entries share their time, and an unchanged row is not
+    // written again.
+    tx.prepare_cached("UPDATE session SET updated_ms = ?2 WHERE id = ?1 AND updated_ms < ?2")?
         .execute(params![session_id, e.ts_ms])?;
     Ok(Some(id))
+}
+
+/// The number the session's next visible tool call takes (`t1`, `t2`... in a read).
+pub(crate) fn next_tref_of(tx: &Connection, session_id: &str) -> Result<i64, StoreError> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT COALESCE(MAX(tref), 0) + 1 FROM entry WHERE session_id = ?1 AND tref IS NOT NULL",
+        )?
+        .query_row(params![session_id], |r| r.get(0))?)
 }
 
 /// The latest text under `msg_key` in a session.

@@ -504,17 +504,28 @@ fn two_servers_sharing_a_store_record_each_call_once_and_leave_no_unredacted_jou
     };
     assert_eq!(count("tool"), 100);
     assert_eq!(count("result"), 100);
-    // Everything taken: the journals hold nothing, unredacted or not.
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    for e in std::fs::read_dir(dir.path().join("state"))
-        .unwrap()
-        .flatten()
-    {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".journal") {
-            assert_eq!(e.metadata().unwrap().len(), 0, "{name}");
-        }
+    // Everything taken and a quiet second gone by: the journals hold nothing, unredacted or
+    // not (a busy server empties it after each MiB instead).
+    let held = || -> Vec<(String, u64)> {
+        std::fs::read_dir(dir.path().join("state"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".journal"))
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().len(),
+                )
+            })
+            .filter(|(_, len)| *len > 0)
+            .collect()
+    };
+    assert!(!held().is_empty(), "emptied before a quiet second");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !held().is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    assert_eq!(held(), Vec::new());
     // A journal left by a server that is gone is taken by the next one, then removed.
     drop((ja, jb));
     let orphan = dir.path().join("state/sessions-1-1.journal");
@@ -538,4 +549,121 @@ fn a_query_of_many_words_searches_its_first_sixteen_and_says_so() {
     let hits = search(&store, Some(&many), None, None);
     assert!(hits.text.contains("(its first 16 words)"), "{}", hits.text);
     assert!(hits.text.contains("codex-w · codex"), "{}", hits.text);
+}
+
+/// FTS5's own check that its index matches the entries it indexes, as a search sees them.
+fn index_is_consistent(store: &Store) {
+    store
+        .read(|c| {
+            c.execute_batch(
+                "INSERT INTO entry_fts(entry_fts, rank) VALUES ('integrity-check', 1)",
+            )?;
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Whether a search for `word` finds an entry holding it (marked in its snippet).
+fn finds(store: &Store, word: &str) -> bool {
+    search(store, Some(word), None, None)
+        .text
+        .contains(&format!("«{word}»"))
+}
+
+fn indexed_rows(store: &Store) -> i64 {
+    store
+        .read(|c| Ok(c.query_row("SELECT COUNT(*) FROM entry_fts", [], |r| r.get(0))?))
+        .unwrap()
+}
+
+#[test]
+fn the_index_follows_deletes_of_the_newest_entries_and_what_comes_after() {
+    let (_dir, store) = open();
+    let entry = |ts, text: &str| NewEntry::new(ts, Kind::User, text);
+    imported(
+        &store,
+        "old",
+        &[entry(1, "alpha first"), entry(2, "beta second")],
+    );
+    imported(
+        &store,
+        "new",
+        &[entry(3, "gamma third"), entry(4, "delta fourth")],
+    );
+    // The newest entries go, and in the same transaction more come: SQLite would hand the
+    // new rows the deleted rows' ids.
+    store
+        .write(|tx| {
+            store::delete_session(tx, "new")?;
+            store::upsert_session(
+                tx,
+                &SessionInfo {
+                    id: "later".into(),
+                    source: "codex".into(),
+                    title: None,
+                    cwd: None,
+                    grouping: None,
+                    started_ms: 5,
+                    updated_ms: 5,
+                },
+            )?;
+            store::add_entry(tx, "later", &entry(5, "epsilon fifth"))?;
+            Ok(())
+        })
+        .unwrap();
+    index_is_consistent(&store);
+    assert_eq!(indexed_rows(&store), 3);
+    assert!(finds(&store, "epsilon"));
+    assert!(!finds(&store, "gamma"));
+    // And once more, removing what was just added.
+    store
+        .write(|tx| store::delete_session(tx, "later"))
+        .unwrap();
+    imported(&store, "last", &[entry(6, "zeta sixth")]);
+    index_is_consistent(&store);
+    assert_eq!(indexed_rows(&store), 3);
+    assert!(finds(&store, "zeta"));
+}
+
+#[test]
+fn a_store_indexed_row_by_row_by_an_earlier_gantry_is_carried_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state/sessions.db");
+    {
+        // The earlier schema: a trigger per inserted row, no mark, user_version 0.
+        let store = Store::open(&path).unwrap();
+        store
+            .read(|c| {
+                c.execute_batch(
+                    "DROP TRIGGER entry_ad;
+                     DELETE FROM meta WHERE key = 'fts:indexed_through';
+                     CREATE TRIGGER entry_ai AFTER INSERT ON entry WHEN new.hidden = 0 BEGIN
+                       INSERT INTO entry_fts(rowid, name, text) VALUES (new.id, new.name, new.text);
+                     END;
+                     CREATE TRIGGER entry_ad AFTER DELETE ON entry WHEN old.hidden = 0 BEGIN
+                       INSERT INTO entry_fts(entry_fts, rowid, name, text) VALUES ('delete', old.id, old.name, old.text);
+                     END;
+                     PRAGMA user_version = 0;
+                     INSERT INTO session(id, source, started_ms, updated_ms) VALUES ('early', 'codex', 1, 1);
+                     INSERT INTO entry(session_id, ts_ms, kind, text) VALUES ('early', 1, 'user', 'kappa before');",
+                )?;
+                Ok(())
+            })
+            .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(indexed_rows(&store), 1, "indexed once, not again");
+    imported(
+        &store,
+        "after",
+        &[NewEntry::new(2, Kind::User, "lambda after")],
+    );
+    index_is_consistent(&store);
+    assert!(finds(&store, "kappa"));
+    assert!(finds(&store, "lambda"));
+    store
+        .write(|tx| store::delete_session(tx, "early"))
+        .unwrap();
+    index_is_consistent(&store);
+    assert_eq!(indexed_rows(&store), 1);
 }
