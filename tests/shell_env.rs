@@ -164,6 +164,52 @@ async fn the_next_command_runs_in_a_shell_started_ahead_of_it() {
     assert!(pids_mentioning(&needle).is_empty());
 }
 
+/// Commands back to back grow the pool of ready shells (bounded), each command still runs in
+/// one of them, and switching `exec` off ends every one.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn commands_back_to_back_are_met_by_a_bounded_pool_of_ready_shells() {
+    let sb = Sandbox::new();
+    let client = serve_with_profile(&sb, "export A=1\n").await;
+    let needle = format!("{}/warm-", sb.path("state").join("shell").display());
+    let mut most = 0;
+    let mut ran_in_a_ready_shell = 0;
+    for i in 0..20 {
+        let ready = pids_mentioning(&needle);
+        most = most.max(ready.len());
+        let r = call(&client, "exec_command", json!({ "cmd": "echo $$" })).await;
+        let pid: u32 = output(&r)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("call {i}: {}", text(&r)));
+        ran_in_a_ready_shell += usize::from(ready.contains(&pid));
+    }
+    // Once the run is seen, up to three shells are kept ready while it lasts.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids_mentioning(&needle).len() < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let ready = pids_mentioning(&needle).len();
+    most = most.max(ready);
+    assert_eq!(ready, 3, "ready shells after a run of commands");
+    assert!(most <= 3, "never more than three ready shells, saw {most}");
+    assert!(
+        ran_in_a_ready_shell >= 10,
+        "only {ran_in_a_ready_shell} of 20 commands ran in a shell started ahead of them"
+    );
+    sb.config("[permissions]\nexec = false\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !pids_mentioning(&needle).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        pids_mentioning(&needle),
+        Vec::<u32>::new(),
+        "ready shells outlived exec"
+    );
+    client.cancel().await.unwrap();
+}
+
 /// Back to back, every command's output is whole, whether its shell was warm or not.
 #[tokio::test]
 async fn back_to_back_commands_each_return_their_whole_output() {

@@ -10,7 +10,7 @@ use crate::console::{Exit, Spawn};
 use crate::session::{Session, Wait};
 use crate::shell::{Shell, batch_script};
 use crate::snapshot::{Prepared, Snapshots};
-use crate::warm::{self, Recipe, Warm};
+use crate::warm::{self, Pool, Recipe, Warm};
 use crate::window::{Drained, SpillConfig};
 
 /// Registry settings.
@@ -166,13 +166,13 @@ pub struct Registry {
     shell: Shell,
     snapshots: Option<Arc<Snapshots>>,
     sessions: Mutex<HashMap<u64, Arc<Session>>>,
-    /// The shell started ahead of the next command, if any.
-    warm: Arc<Mutex<Option<Warm>>>,
-    /// Set (under the warm slot's lock) by shutdown: no warm shell is started after it.
+    /// The shells started ahead of the next commands.
+    warm: Arc<Mutex<Pool>>,
+    /// Set (under the pool's lock) by shutdown: no warm shell is started after it.
     closed: Arc<std::sync::atomic::AtomicBool>,
-    /// A warm shell is being started.
+    /// Warm shells are being started (by one thread, one after another).
     refilling: Arc<std::sync::atomic::AtomicBool>,
-    /// Bumped (under the warm slot's lock) by [`Registry::end_warm`]: a shell that was being
+    /// Bumped (under the pool's lock) by [`Registry::end_warm`]: a shell that was being
     /// started before it is ended instead of kept, so switching `exec` off while one starts
     /// cannot leave it ready.
     warm_epoch: Arc<std::sync::atomic::AtomicU64>,
@@ -208,6 +208,45 @@ fn discard(w: Warm) {
     let _ = std::thread::Builder::new()
         .name("gantry-warm-end".into())
         .spawn(move || w.session.terminate());
+}
+
+/// Starts one warm shell for `recipe` and hands it to `keep`, which returns it when it is not
+/// wanted after all (it is then ended). Returns whether a shell was started.
+fn start_one(
+    recipe: &Recipe,
+    spill_dir: &std::path::Path,
+    spill_cap: u64,
+    tree: Option<&Arc<crate::cgroup::Tree>>,
+    keep: impl FnOnce(Warm) -> Option<Warm>,
+) -> bool {
+    let Ok(id) = new_id(&HashMap::new()) else {
+        return false;
+    };
+    let spill = SpillConfig {
+        dir: spill_dir.to_path_buf(),
+        cap: spill_cap,
+        prefix: format!("exec-{id}"),
+    };
+    let group = match tree.map(|t| t.group()).transpose() {
+        Ok(g) => g.map(Arc::new),
+        Err(e) => {
+            tracing::debug!(error = %e, "no cgroup for a warm shell");
+            return false;
+        }
+    };
+    match warm::start(recipe, id, spill, group) {
+        Ok(w) => {
+            if let Some(unwanted) = keep(w) {
+                let _ = std::fs::remove_file(&unwanted.fifo);
+                unwanted.session.terminate();
+            }
+            true
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "no warm shell");
+            false
+        }
+    }
 }
 
 /// A fresh session id: 53 random bits from the OS CSPRNG (so a JSON number carries it
@@ -300,7 +339,7 @@ impl Registry {
             shell,
             snapshots,
             sessions: Mutex::new(HashMap::new()),
-            warm: Arc::new(Mutex::new(None)),
+            warm: Arc::new(Mutex::new(Pool::default())),
             closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             refilling: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             warm_epoch: Arc::new(std::sync::atomic::AtomicU64::new(0)),
@@ -510,10 +549,16 @@ impl Registry {
             }
             _ => None,
         };
+        let back_to_back = lock(&self.warm).note_command(Instant::now());
         if recipe.is_some() {
             self.await_refill().await;
         }
         let warm = recipe.as_ref().and_then(|r| self.take_warm(r));
+        // Commands coming back to back: the next shells start now, beside this command,
+        // rather than after it.
+        if back_to_back && let Some(r) = &recipe {
+            self.refill(r.clone());
+        }
         let (script, batch_nonce) = match &run.commands {
             Commands::One(cmd) => (cmd.clone(), None),
             Commands::Batch(cmds) => {
@@ -528,11 +573,8 @@ impl Registry {
                 let Some(text) = warm::command_text(&run.cwd, &run.env, &run.env_remove, &script)
                 else {
                     // A NUL in the command: the cold path refuses it; the shell stays warm.
-                    let mut slot = lock(&self.warm);
-                    if slot.is_none() {
-                        *slot = Some(w);
-                    } else {
-                        drop(slot);
+                    let full = lock(&self.warm).put_back(w);
+                    if let Some(w) = full {
                         discard(w);
                     }
                     return Err(TerminalError::Spawn(std::io::Error::new(
@@ -635,14 +677,12 @@ impl Registry {
         Ok(self.finish(&session, collected, started, notes).await)
     }
 
-    /// The warm shell, if it fits `recipe` (same snapshot, same removals) and still lives; a
-    /// stale one is ended.
-    /// A warm shell being started is nearly ready: it is waited for (at most
+    /// A warm shell being started is nearly ready: with none ready, it is waited for (at most
     /// [`warm::READY_WITHIN`]) rather than a cold shell started beside it.
     async fn await_refill(&self) {
         use std::sync::atomic::Ordering;
         let until = tokio::time::Instant::now() + warm::READY_WITHIN;
-        while lock(&self.warm).is_none()
+        while lock(&self.warm).is_empty()
             && self.refilling.load(Ordering::SeqCst)
             && tokio::time::Instant::now() < until
         {
@@ -650,32 +690,32 @@ impl Registry {
         }
     }
 
+    /// The oldest warm shell that fits `recipe` (same snapshot, same removals) and still
+    /// lives; stale ones are ended.
     fn take_warm(&self, recipe: &Recipe) -> Option<Warm> {
-        let w = lock(&self.warm).take()?;
-        if w.generation == recipe.generation
-            && w.env_remove == recipe.env_remove
-            && !w.session.exited()
-            && w.session.age() < warm::USABLE_FOR
-        {
-            Some(w)
-        } else {
-            discard(w);
-            None
-        }
+        let (taken, stale) = lock(&self.warm).take(|w| {
+            w.generation == recipe.generation
+                && w.env_remove == recipe.env_remove
+                && !w.session.exited()
+                && w.session.age() < warm::USABLE_FOR
+        });
+        stale.into_iter().for_each(discard);
+        taken
     }
 
-    /// Starts the next warm shell in the background, unless one is already there.
+    /// Starts warm shells in the background until as many are ready as the pool wants now
+    /// (one, or [`warm::POOL_MAX`] while commands come back to back). One thread starts
+    /// them one after another: concurrent calls would otherwise each start their own.
     fn refill(&self, recipe: Recipe) {
         use std::sync::atomic::Ordering;
-        if lock(&self.warm).is_some() || self.closed.load(Ordering::SeqCst) {
+        if !lock(&self.warm).short(Instant::now()) || self.closed.load(Ordering::SeqCst) {
             return;
         }
-        // One shell starting at a time: concurrent calls would otherwise each start one.
         if self.refilling.swap(true, Ordering::SeqCst) {
             return;
         }
         let refilling = self.refilling.clone();
-        let slot = self.warm.clone();
+        let pool = self.warm.clone();
         let closed = self.closed.clone();
         let epoch = self.warm_epoch.clone();
         let started_in = epoch.load(Ordering::SeqCst);
@@ -685,44 +725,35 @@ impl Registry {
         let _ = std::thread::Builder::new()
             .name("gantry-warm-start".into())
             .spawn(move || {
-                // Cleared however this thread ends.
-                struct Done(Arc<std::sync::atomic::AtomicBool>);
-                impl Drop for Done {
-                    fn drop(&mut self) {
-                        self.0.store(false, std::sync::atomic::Ordering::SeqCst);
-                    }
-                }
-                let _done = Done(refilling);
-                let Ok(id) = new_id(&HashMap::new()) else {
-                    return;
+                // Whether another shell is wanted, and may be started.
+                let wanted = || {
+                    !closed.load(Ordering::SeqCst)
+                        && epoch.load(Ordering::SeqCst) == started_in
+                        && lock(&pool).short(Instant::now())
                 };
-                let spill = SpillConfig {
-                    dir: spill_dir,
-                    cap: spill_cap,
-                    prefix: format!("exec-{id}"),
-                };
-                let group = match tree.as_ref().map(|t| t.group()).transpose() {
-                    Ok(g) => g.map(Arc::new),
-                    Err(e) => {
-                        tracing::debug!(error = %e, "no cgroup for a warm shell");
-                        return;
-                    }
-                };
-                match warm::start(&recipe, id, spill, group) {
-                    Ok(w) => {
-                        let mut g = lock(&slot);
-                        if g.is_none()
-                            && !closed.load(std::sync::atomic::Ordering::SeqCst)
-                            && epoch.load(std::sync::atomic::Ordering::SeqCst) == started_in
-                        {
-                            *g = Some(w);
-                        } else {
-                            drop(g);
-                            let _ = std::fs::remove_file(&w.fifo);
-                            w.session.terminate();
+                loop {
+                    let mut failed = false;
+                    while wanted() {
+                        if !start_one(&recipe, &spill_dir, spill_cap, tree.as_ref(), |w| {
+                            let mut p = lock(&pool);
+                            if closed.load(Ordering::SeqCst)
+                                || epoch.load(Ordering::SeqCst) != started_in
+                            {
+                                Some(w)
+                            } else {
+                                p.keep(w)
+                            }
+                        }) {
+                            failed = true;
+                            break;
                         }
                     }
-                    Err(e) => tracing::debug!(error = %e, "no warm shell"),
+                    refilling.store(false, Ordering::SeqCst);
+                    // A command that found the flag still set left its shell to this thread;
+                    // a start that failed is tried again by the next command, not here.
+                    if failed || !wanted() || refilling.swap(true, Ordering::SeqCst) {
+                        return;
+                    }
                 }
             });
     }
@@ -931,6 +962,9 @@ impl Registry {
 
     /// Ends sessions unused for longer than the idle timeout; returns their ids.
     pub async fn reap_idle(&self) -> Vec<u64> {
+        // Warm shells kept for a run of commands that has stopped, or too old to use.
+        let surplus = lock(&self.warm).surplus(Instant::now());
+        surplus.into_iter().for_each(discard);
         let idle: Vec<Arc<Session>> = {
             let mut sessions = self.sessions();
             let ids: Vec<u64> = sessions
@@ -949,14 +983,12 @@ impl Registry {
     /// command, once allowed again, starts one afresh.
     pub fn end_warm(&self) {
         let taken = {
-            let mut slot = lock(&self.warm);
+            let mut pool = lock(&self.warm);
             self.warm_epoch
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            slot.take()
+            pool.drain()
         };
-        if let Some(w) = taken {
-            discard(w);
-        }
+        taken.into_iter().for_each(discard);
     }
 
     /// Ends every session (server shutdown).
@@ -964,9 +996,9 @@ impl Registry {
         let mut all: Vec<Arc<Session>> = self.sessions().drain().map(|(_, s)| s).collect();
         all.extend(lock(&self.held).drain().map(|(_, s)| s));
         {
-            let mut slot = lock(&self.warm);
+            let mut pool = lock(&self.warm);
             self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-            if let Some(w) = slot.take() {
+            for w in pool.drain() {
                 let _ = std::fs::remove_file(&w.fifo);
                 all.push(w.session);
             }

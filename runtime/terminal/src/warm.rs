@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::session::Session;
 use crate::shell::{Shell, posix_quote};
@@ -32,6 +32,106 @@ pub(crate) fn supported(shell: &Shell) -> bool {
             .file_name()
             .and_then(std::ffi::OsStr::to_str)
             == Some("bash")
+}
+
+/// Most shells kept ready at once: while commands come back to back, each takes a ready shell
+/// while the next ones start, so none waits for a shell to start.
+pub(crate) const POOL_MAX: usize = 3;
+/// Two commands this close together make the pool grow to [`POOL_MAX`]...
+const BACK_TO_BACK: Duration = Duration::from_secs(2);
+/// ...for this long after the last such pair; then it shrinks back to one ready shell.
+const BUSY_HOLD: Duration = Duration::from_secs(60);
+
+/// The shells started ahead of commands, oldest first.
+#[derive(Debug, Default)]
+pub(crate) struct Pool {
+    ready: std::collections::VecDeque<Warm>,
+    last_command: Option<Instant>,
+    busy_until: Option<Instant>,
+}
+
+impl Pool {
+    /// A command came at `now`; returns whether commands are coming back to back.
+    pub fn note_command(&mut self, now: Instant) -> bool {
+        if self
+            .last_command
+            .is_some_and(|last| now.saturating_duration_since(last) < BACK_TO_BACK)
+        {
+            self.busy_until = Some(now + BUSY_HOLD);
+        }
+        self.last_command = Some(now);
+        self.busy(now)
+    }
+
+    fn busy(&self, now: Instant) -> bool {
+        self.busy_until.is_some_and(|until| now < until)
+    }
+
+    /// How many shells should be ready now.
+    pub fn target(&self, now: Instant) -> usize {
+        if self.busy(now) { POOL_MAX } else { 1 }
+    }
+
+    /// Whether fewer shells are ready than [`Pool::target`].
+    pub fn short(&self, now: Instant) -> bool {
+        self.ready.len() < self.target(now)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ready.is_empty()
+    }
+
+    /// The oldest ready shell that `fits`, and the shells that no longer can be used (they
+    /// are the caller's to end).
+    pub fn take(&mut self, fits: impl Fn(&Warm) -> bool) -> (Option<Warm>, Vec<Warm>) {
+        let mut stale = Vec::new();
+        while let Some(w) = self.ready.pop_front() {
+            if fits(&w) {
+                return (Some(w), stale);
+            }
+            stale.push(w);
+        }
+        (None, stale)
+    }
+
+    /// Keeps `w` ready, unless the pool is full: then it is handed back to be ended.
+    pub fn keep(&mut self, w: Warm) -> Option<Warm> {
+        if self.ready.len() >= POOL_MAX {
+            return Some(w);
+        }
+        self.ready.push_back(w);
+        None
+    }
+
+    /// Puts back a shell just taken, at the front (it is the oldest).
+    pub fn put_back(&mut self, w: Warm) -> Option<Warm> {
+        if self.ready.len() >= POOL_MAX {
+            return Some(w);
+        }
+        self.ready.push_front(w);
+        None
+    }
+
+    /// The shells to end now: beyond one once commands stopped coming back to back (the
+    /// oldest go), and any too old to be handed a command.
+    pub fn surplus(&mut self, now: Instant) -> Vec<Warm> {
+        let mut out = Vec::new();
+        let (old, young): (Vec<Warm>, Vec<Warm>) = self
+            .ready
+            .drain(..)
+            .partition(|w| w.session.age() >= USABLE_FOR || w.session.exited());
+        out.extend(old);
+        self.ready.extend(young);
+        while self.ready.len() > self.target(now) {
+            out.extend(self.ready.pop_front());
+        }
+        out
+    }
+
+    /// Every ready shell (commands may no longer run, or the server stops).
+    pub fn drain(&mut self) -> Vec<Warm> {
+        self.ready.drain(..).collect()
+    }
 }
 
 /// A started shell waiting for its command.
@@ -166,7 +266,6 @@ pub(crate) fn command_text(
 pub(crate) fn send(fifo: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    use std::time::Instant;
     let until = Instant::now() + READY_WITHIN;
     let file = loop {
         // Non-blocking: with no reader (a shell that died, or is still starting) the open
@@ -198,4 +297,33 @@ pub(crate) fn send(fifo: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(not(unix))]
 pub(crate) fn send(_fifo: &Path, _text: &str) -> std::io::Result<()> {
     Err(std::io::Error::other("no warm shells on this platform"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_grows_for_commands_back_to_back_and_shrinks_a_while_after() {
+        let mut pool = Pool::default();
+        let t0 = Instant::now();
+        assert!(!pool.note_command(t0), "a first command is no run");
+        assert_eq!(pool.target(t0), 1);
+        // Far apart: still one.
+        let t1 = t0 + BACK_TO_BACK + Duration::from_millis(1);
+        assert!(!pool.note_command(t1));
+        assert_eq!(pool.target(t1), 1);
+        // Close together: the pool grows, and stays grown through the hold.
+        let t2 = t1 + Duration::from_millis(3);
+        assert!(pool.note_command(t2));
+        assert_eq!(pool.target(t2), POOL_MAX);
+        assert!(pool.short(t2));
+        assert_eq!(
+            pool.target(t2 + BUSY_HOLD - Duration::from_millis(1)),
+            POOL_MAX
+        );
+        // A quiet minute: back to one.
+        assert_eq!(pool.target(t2 + BUSY_HOLD), 1);
+        assert!(pool.surplus(t2 + BUSY_HOLD).is_empty());
+    }
 }
