@@ -324,6 +324,50 @@ fn report(file: &str, client: &str, rows: [(&str, &Figures); 2]) {
     );
 }
 
+/// Resident memory of `pid` (kB), from /proc.
+fn rss_kb(pid: u32) -> u64 {
+    support::proc_status(pid, "VmRSS:")
+}
+
+/// Start-to-ready of a server: from spawning it to the answer to `initialize`; the median of
+/// `runs` fresh starts. The last server started is handed back, ready.
+async fn start_to_ready(make: &dyn Fn() -> tokio::process::Command, runs: usize) -> (f64, Wire) {
+    let mut times = Vec::new();
+    let mut last = None;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let w = Wire::start(make()).await;
+        times.push(t.elapsed());
+        last = Some(w);
+    }
+    times.sort();
+    (times[times.len() / 2].as_secs_f64() * 1e3, last.unwrap())
+}
+
+/// Start-to-ready, RSS once ready, and RSS after 1,000 calls of `tool` (sequential).
+async fn memory_and_start(
+    name: &str,
+    make: &dyn Fn() -> tokio::process::Command,
+    tool: &str,
+    args: Value,
+    expect: usize,
+) {
+    let (ready_ms, mut w) = start_to_ready(make, 5).await;
+    // What a client sees right after start: give lazy start-up work a moment to settle.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle = rss_kb(w.pid);
+    for _ in 0..1000 {
+        let id = w.request(tool, &args).await;
+        assert_eq!(w.reply(name, expect).await, id);
+    }
+    let after = rss_kb(w.pid);
+    println!(
+        "{name:<40} start to ready {ready_ms:>7.1} ms  RSS idle {:>6.1} MiB, after 1,000 calls {:>6.1} MiB",
+        idle as f64 / 1024.0,
+        after as f64 / 1024.0
+    );
+}
+
 fn main() {
     let Some(peer) = install_peer() else {
         eprintln!(
@@ -372,5 +416,44 @@ fn main() {
             let theirs = measure_wire(fs.name, Wire::start(fs_cmd()).await, "read_text_file", json!({ "path": root.join(file) }), expect).await;
             report(file, "wire", [(gantry.name, &ours), (fs.name, &theirs)]);
         }
+
+        // Memory and start, same run: gantry as installed (exec on), gantry with exec off,
+        // the peer.
+        println!("\nstart (spawn to the answer to initialize, median of 5) and resident memory, read of 1 KB over stdio");
+        let no_exec = Sandbox::new();
+        std::fs::copy(root.join("1k.txt"), no_exec.root().join("1k.txt")).unwrap();
+        no_exec.config("[permissions]\nexec = false\n");
+        let read_1k = json!({ "paths": ["1k.txt"] });
+        memory_and_start("gantry (default: exec on)", &gantry_cmd, "read", read_1k.clone(), 1024).await;
+        memory_and_start(
+            "gantry (exec off)",
+            &|| no_exec.serve_as_user(Path::new(support::gantry()), &["--stdio"]),
+            "read",
+            read_1k,
+            1024,
+        )
+        .await;
+        memory_and_start(
+            "server-filesystem",
+            &fs_cmd,
+            "read_text_file",
+            json!({ "path": root.join("1k.txt") }),
+            1024,
+        )
+        .await;
+        // With exec on, the first command waits for the login snapshot gantry takes at start.
+        let mut first = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            let mut w = Wire::start(gantry_cmd()).await;
+            let id = w.request("exec_command", &json!({ "cmd": "echo hi" })).await;
+            assert_eq!(w.reply("gantry exec_command", 2).await, id);
+            first.push(t.elapsed());
+        }
+        first.sort();
+        println!(
+            "gantry (default): spawn to the first exec_command's reply (the real profile's snapshot included), median of 5: {:.1} ms",
+            first[2].as_secs_f64() * 1e3
+        );
     });
 }

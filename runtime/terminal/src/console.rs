@@ -29,6 +29,10 @@ pub struct Spawn {
     /// The cgroup the command runs in (it joins before anything of it runs), where gantry
     /// has a cgroup v2 tree.
     pub group: Option<Arc<crate::cgroup::Group>>,
+    /// The program's first act is to join `group` itself (a warm shell's script does, before
+    /// it reads anything of the user's), so it is not started through [`crate::cgroup::JOIN`]
+    /// (one `sh` fewer to start).
+    pub joins_itself: bool,
 }
 
 /// How a session ended.
@@ -89,7 +93,7 @@ fn in_pty(spawn: &Spawn, tag: &str) -> std::io::Result<Started> {
             pixel_height: 0,
         })
         .map_err(other)?;
-    let mut cmd = match &spawn.group {
+    let mut cmd = match spawn.group.as_ref().filter(|_| !spawn.joins_itself) {
         Some(group) => {
             let mut cmd = CommandBuilder::new(crate::cgroup::JOIN_SHELL);
             cmd.args(["-c", crate::cgroup::JOIN, "gantry-join"]);

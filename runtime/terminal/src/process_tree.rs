@@ -19,15 +19,18 @@ mod linux {
         procfs::environ(pid).is_some_and(|env| env.iter().any(|kv| kv == needle))
     }
 
-    /// Every process, or with `newer_than`, only those whose pid was allocated after it. Pids
-    /// are handed out in increasing order until they wrap at pid_max; the shortcut is taken
-    /// only where pid_max is so large (the 64-bit default, 2^22) that a young session cannot
-    /// have seen a wrap, and the last pid handed out is still above `newer_than`.
-    fn all(newer_than: Option<i32>) -> Vec<Stat> {
-        let floor = newer_than.filter(|n| {
-            let (max, last) = procfs::pid_range();
-            max.is_some_and(|max| max >= 1 << 22) && last.is_some_and(|last| last >= *n)
+    /// Every process, or only those whose pid was allocated after `leader`'s when that is
+    /// sound. Pids are handed out in increasing order until they wrap at pid_max, so the
+    /// shortcut is taken only when the session (`age` old) is too young to have seen a whole
+    /// cycle of pids, even at [`MOST_FORKS_A_SECOND`], and the last pid handed out is still
+    /// above the leader's.
+    fn all(leader: i32, age: std::time::Duration) -> Vec<Stat> {
+        let (max, last) = procfs::pid_range();
+        let young = max.is_some_and(|max| {
+            age.as_secs_f64() * MOST_FORKS_A_SECOND < f64::from(max)
+                && age < std::time::Duration::from_secs(60)
         });
+        let floor = (young && last.is_some_and(|last| last >= leader)).then_some(leader);
         procfs::pids()
             .into_iter()
             .filter(|pid| floor.is_none_or(|f| *pid >= f))
@@ -35,13 +38,18 @@ mod linux {
             .collect()
     }
 
+    /// Far more processes than any machine starts in a second (fork and exec take tens of
+    /// microseconds at best): with pid_max at 32,768 a session younger than 1.6 s, with the
+    /// 64-bit default of 2^22 one younger than a minute, cannot have seen pids wrap.
+    const MOST_FORKS_A_SECOND: f64 = 20_000.0;
+
     /// The processes that belong to the session led by `leader` or carry `tag`. Only
     /// processes started at or after `since` can carry the tag, so older ones are not read;
-    /// with `young`, only pids allocated after the leader's are looked at.
-    pub fn members(leader: i32, tag: &str, since: u64, young: bool) -> Vec<i32> {
+    /// for a session `age` old, see [`all`].
+    pub fn members(leader: i32, tag: &str, since: u64, age: std::time::Duration) -> Vec<i32> {
         let me = rustix::process::getpid().as_raw_nonzero().get();
         let needle = format!("{}={tag}", super::TAG_VAR).into_bytes();
-        let procs = all(young.then_some(leader));
+        let procs = all(leader, age);
         // A pid still used as a session id is never handed out again, but once the session is
         // gone the leader's pid can be: then only the tag (and start times) identify ours.
         let reused = leader_reused(leader, since);
@@ -122,17 +130,34 @@ pub fn method_without_cgroup(why: &str) -> String {
 pub const GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// Kills every process of the session led by `leader` (tagged `tag`, started at `since`),
-/// repeating while new ones appear (a process may fork while we work). `young` says the
-/// session is recent enough that pids cannot have wrapped since it started. Returns how many
-/// were signalled.
+/// repeating while new ones appear (a process may fork while we work). `age` is how long ago the
+/// session started (a young one's processes are found among the newest pids). Returns how
+/// many were signalled.
 #[cfg(target_os = "linux")]
-pub fn terminate(leader: u32, tag: &str, since: u64, young: bool) -> usize {
+pub fn terminate(leader: u32, tag: &str, since: u64, age: std::time::Duration) -> usize {
+    sweep(leader, tag, since, age, false)
+}
+
+/// [`terminate`]; with `done_if_none`, a first look that finds no process of the session
+/// ends the sweep (the session's cgroup, already empty, stands for the second look).
+#[cfg(target_os = "linux")]
+fn sweep(
+    leader: u32,
+    tag: &str,
+    since: u64,
+    age: std::time::Duration,
+    done_if_none: bool,
+) -> usize {
     let Ok(leader) = i32::try_from(leader) else {
         return 0;
     };
     if !linux::leader_reused(leader, since) {
         // Politely first: a terminal hanging up, then a request to stop.
-        let members = linux::members(leader, tag, since, young);
+        let members = linux::members(leader, tag, since, age);
+        if done_if_none && members.is_empty() {
+            linux::kill_group(leader);
+            return 0;
+        }
         for signal in [rustix::process::Signal::HUP, rustix::process::Signal::TERM] {
             linux::signal_group(leader, signal);
             for p in &members {
@@ -147,7 +172,7 @@ pub fn terminate(leader: u32, tag: &str, since: u64, young: bool) -> usize {
     }
     let mut signalled = 0;
     for _ in 0..20 {
-        let members = linux::members(leader, tag, since, young);
+        let members = linux::members(leader, tag, since, age);
         // Zombies stay in /proc until reaped; they hold nothing, so stop once only they remain.
         let running: Vec<i32> = members
             .into_iter()
@@ -177,11 +202,12 @@ pub fn terminate_group(
     leader: u32,
     tag: &str,
     since: u64,
-    young: bool,
+    age: std::time::Duration,
     group: &crate::cgroup::Group,
 ) -> usize {
     let mut found = 0;
-    if group.populated() {
+    let populated = group.populated();
+    if populated {
         let members = group.pids();
         found = members.len();
         for signal in [rustix::process::Signal::HUP, rustix::process::Signal::TERM] {
@@ -196,7 +222,9 @@ pub fn terminate_group(
         }
         group.kill(std::time::Duration::from_secs(2));
     }
-    found + terminate(leader, tag, since, young)
+    // A finished command's cgroup is empty: one look through /proc for what left it is
+    // enough when it finds nothing (each look reads every process's stat).
+    found + sweep(leader, tag, since, age, !populated)
 }
 
 /// Sessions have cgroups only on Linux.
@@ -205,15 +233,15 @@ pub fn terminate_group(
     leader: u32,
     tag: &str,
     since: u64,
-    young: bool,
+    age: std::time::Duration,
     _group: &crate::cgroup::Group,
 ) -> usize {
-    terminate(leader, tag, since, young)
+    terminate(leader, tag, since, age)
 }
 
 /// Kills the process group (= session) the leader started; no /proc here to find more.
 #[cfg(all(unix, not(target_os = "linux")))]
-pub fn terminate(leader: u32, _tag: &str, _since: u64, _young: bool) -> usize {
+pub fn terminate(leader: u32, _tag: &str, _since: u64, _age: std::time::Duration) -> usize {
     use rustix::process::{Pid, Signal};
     let Some(pid) = i32::try_from(leader).ok().and_then(Pid::from_raw) else {
         return 0;
@@ -306,7 +334,7 @@ mod windows {
     }
 
     /// Without a job (it could not be created), the leader is all that can be reached.
-    pub fn terminate(_leader: u32, _tag: &str, _since: u64, _young: bool) -> usize {
+    pub fn terminate(_leader: u32, _tag: &str, _since: u64, _age: std::time::Duration) -> usize {
         0
     }
 

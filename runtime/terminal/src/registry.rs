@@ -205,6 +205,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Ends a warm shell nobody will use, off the caller's thread.
 fn discard(w: Warm) {
     let _ = std::fs::remove_file(&w.fifo);
+    let _ = std::fs::remove_file(&w.command);
     let _ = std::thread::Builder::new()
         .name("gantry-warm-end".into())
         .spawn(move || w.session.terminate());
@@ -238,6 +239,7 @@ fn start_one(
         Ok(w) => {
             if let Some(unwanted) = keep(w) {
                 let _ = std::fs::remove_file(&unwanted.fifo);
+                let _ = std::fs::remove_file(&unwanted.command);
                 unwanted.session.terminate();
             }
             true
@@ -300,7 +302,7 @@ impl Registry {
             .snapshot_dir
             .clone()
             .map(|dir| Arc::new(Snapshots::new(shell.clone(), dir, None)));
-        // FIFOs a previous instance left behind.
+        // FIFOs and command files a previous instance left behind.
         if let Some(dir) = &config.snapshot_dir
             && let Ok(entries) = std::fs::read_dir(dir)
         {
@@ -582,19 +584,20 @@ impl Registry {
                         "the command holds a NUL byte",
                     )));
                 };
-                let fifo = w.fifo.clone();
                 w.session.expect_markers(batch_nonce.clone());
-                match tokio::task::spawn_blocking(move || warm::send(&fifo, &text)).await {
-                    Ok(Ok(())) => Some(w),
-                    Ok(Err(e)) => {
+                match tokio::task::spawn_blocking(move || {
+                    let sent = warm::send(&w, &text);
+                    (w, sent)
+                })
+                .await
+                {
+                    Ok((w, Ok(()))) => Some(w),
+                    Ok((w, Err(e))) => {
                         tracing::debug!(error = %e, "warm shell did not take its command");
                         discard(w);
                         None
                     }
-                    Err(_) => {
-                        discard(w);
-                        None
-                    }
+                    Err(_) => None,
                 }
             }
             None => None,
@@ -658,6 +661,7 @@ impl Registry {
                         batch_nonce,
                         owner: Some(run.owner),
                         group: self.group()?,
+                        joins_itself: false,
                     };
                     let session =
                         Session::start(id, spawn, self.spill(id)).map_err(TerminalError::Spawn)?;
@@ -824,6 +828,7 @@ impl Registry {
             batch_nonce: None,
             owner: Some(owner),
             group: self.group()?,
+            joins_itself: false,
         };
         let spill = SpillConfig {
             dir: self.config.spill_dir.clone(),
@@ -1000,6 +1005,7 @@ impl Registry {
             self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
             for w in pool.drain() {
                 let _ = std::fs::remove_file(&w.fifo);
+                let _ = std::fs::remove_file(&w.command);
                 all.push(w.session);
             }
         }

@@ -18,8 +18,6 @@ const CURSOR_AT_TOP_LEFT: &str = "\x1b[1;1R";
 /// How long output keeps being gathered after the process exits, for what is still in the
 /// PTY (unless the PTY closes first).
 const AFTER_EXIT: Duration = Duration::from_millis(100);
-/// A session younger than this cannot have seen pids wrap around (see `process_tree`).
-const YOUNG: Duration = Duration::from_secs(60);
 /// How long a poll waits after the first output, to return a burst whole.
 const SETTLE: Duration = Duration::from_millis(30);
 
@@ -89,6 +87,8 @@ struct State {
     exit: Option<(Exit, Instant)>,
     eof: bool,
     last_used: Instant,
+    /// A file that goes when the process ends (a warm shell's command).
+    remove_on_exit: Option<std::path::PathBuf>,
 }
 
 /// Unicode format characters that change how text around them reads (bidirectional
@@ -199,6 +199,7 @@ impl Session {
                 exit: None,
                 eof: false,
                 last_used: Instant::now(),
+                remove_on_exit: None,
             }),
             notify: tokio::sync::Notify::new(),
             _terminal: Mutex::new(keep),
@@ -261,8 +262,15 @@ impl Session {
             .spawn(move || {
                 let exit = wait();
                 let Some(s) = weak.upgrade() else { return };
-                lock(&s.state).exit = Some((exit, Instant::now()));
+                let leftover = {
+                    let mut st = lock(&s.state);
+                    st.exit = Some((exit, Instant::now()));
+                    st.remove_on_exit.take()
+                };
                 s.notify.notify_waiters();
+                if let Some(path) = leftover {
+                    let _ = std::fs::remove_file(path);
+                }
             })?;
         Ok(session)
     }
@@ -271,6 +279,18 @@ impl Session {
     /// it with the command).
     pub fn expect_markers(&self, nonce: Option<String>) {
         lock(&self.state).filter.nonce = nonce;
+    }
+
+    /// Removes `path` when the process ends (at once if it has).
+    #[cfg_attr(not(unix), allow(dead_code))]
+    pub fn remove_on_exit(&self, path: std::path::PathBuf) {
+        let mut st = lock(&self.state);
+        if st.exit.is_some() {
+            drop(st);
+            let _ = std::fs::remove_file(path);
+        } else {
+            st.remove_on_exit = Some(path);
+        }
     }
 
     /// How long ago the process started.
@@ -404,14 +424,14 @@ impl Session {
                 self.pid,
                 &self.tag,
                 self.start_ticks,
-                self.started.elapsed() < YOUNG,
+                self.started.elapsed(),
                 group,
             ),
             None => process_tree::terminate(
                 self.pid,
                 &self.tag,
                 self.start_ticks,
-                self.started.elapsed() < YOUNG,
+                self.started.elapsed(),
             ),
         }
     }

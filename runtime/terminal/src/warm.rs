@@ -139,6 +139,8 @@ impl Pool {
 pub(crate) struct Warm {
     pub session: Arc<Session>,
     pub fifo: PathBuf,
+    /// Where its command is written before the FIFO says go.
+    pub command: PathBuf,
     pub generation: u64,
     pub env_remove: Vec<String>,
 }
@@ -192,14 +194,28 @@ pub(crate) fn start(
     use crate::console::Spawn;
     use crate::shell::Invocation;
     let fifo = recipe.dir.join(format!("warm-{id}.fifo"));
+    let command = recipe.dir.join(format!("warm-{id}.cmd"));
     let _ = std::fs::remove_file(&fifo);
+    let _ = std::fs::remove_file(&command);
     make_fifo(&fifo)?;
     // The FIFO is opened read-write, so the open never blocks and a writer's close is no
-    // EOF: the command ends at a NUL byte. An unused shell ends itself after IDLE_LIMIT, so
-    // one orphaned by a killed server does not wait forever.
+    // EOF. It carries one NUL byte, the go: the command itself is read from a file, because
+    // bash reads a pipe a byte at a time (three system calls a byte) and a regular file in
+    // blocks. An unused shell ends itself after IDLE_LIMIT, so one orphaned by a killed
+    // server does not wait forever.
     let fifo_q = posix_quote(&fifo.to_string_lossy());
+    let command_q = posix_quote(&command.to_string_lossy());
+    // With a cgroup, the shell joins it first, by a builtin, before the snapshot or anything
+    // else of the user's runs (what `cgroup::JOIN` does through an `sh` of its own).
+    let join = match &group {
+        Some(g) => format!(
+            "{{ echo $$ > {procs}; }} 2>/dev/null || exit 125\n",
+            procs = posix_quote(&g.procs().to_string_lossy())
+        ),
+        None => String::new(),
+    };
     let script = format!(
-        ". {snap}\nexec 3<> {fifo_q} || exit 125\nIFS= read -r -d '' -t {idle} -u 3 __gantry_command || {{ rm -f {fifo_q}; exit 125; }}\nexec 3<&-\neval \"$__gantry_command\"",
+        "{join}. {snap}\nexec 3<> {fifo_q} || exit 125\nIFS= read -r -d '' -t {idle} -u 3 __gantry_command || {{ rm -f {fifo_q}; exit 125; }}\nexec 3<&-\nIFS= read -r -d '' __gantry_command < {command_q} || exit 125\neval \"$__gantry_command\"",
         snap = posix_quote(&recipe.snapshot.to_string_lossy()),
         idle = IDLE_LIMIT.as_secs(),
     );
@@ -212,15 +228,24 @@ pub(crate) fn start(
         },
         cwd: PathBuf::from("/"),
         env: Vec::new(),
-        env_remove: recipe.env_remove.clone(),
+        // bash would source it before the script's first line, so before the join; the
+        // snapshot sets it again for the command if the login environment has it.
+        env_remove: recipe
+            .env_remove
+            .iter()
+            .cloned()
+            .chain(["BASH_ENV".to_string()])
+            .collect(),
         batch_nonce: None,
         owner: None,
         group,
+        joins_itself: true,
     };
     match Session::start(id, spawn, spill) {
         Ok(session) => Ok(Warm {
             session,
             fifo,
+            command,
             generation: recipe.generation,
             env_remove: recipe.env_remove.clone(),
         }),
@@ -260,10 +285,28 @@ pub(crate) fn command_text(
     Some(s)
 }
 
-/// Hands `text` to the warm shell reading `fifo`, waiting a little for one still getting
-/// ready; the FIFO is removed once written.
+/// Hands `text` to the warm shell `w`: written to its command file (private, removed when
+/// the shell ends), then the go written to its FIFO, waiting a little for a shell still
+/// getting ready; the FIFO is removed once written.
 #[cfg(unix)]
-pub(crate) fn send(fifo: &Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn send(w: &Warm, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    w.session.remove_on_exit(w.command.clone());
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&w.command)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&w.fifo);
+        return Err(e);
+    }
+    go(&w.fifo)
+}
+
+#[cfg(unix)]
+fn go(fifo: &Path) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let until = Instant::now() + READY_WITHIN;
@@ -291,11 +334,11 @@ pub(crate) fn send(fifo: &Path, text: &str) -> std::io::Result<()> {
     let _ = std::fs::remove_file(fifo);
     // The reader is there and reading up to the NUL: a blocking write cannot hang.
     rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty())?;
-    (&file).write_all(text.as_bytes())
+    (&file).write_all(b"\0")
 }
 
 #[cfg(not(unix))]
-pub(crate) fn send(_fifo: &Path, _text: &str) -> std::io::Result<()> {
+pub(crate) fn send(_w: &Warm, _text: &str) -> std::io::Result<()> {
     Err(std::io::Error::other("no warm shells on this platform"))
 }
 
