@@ -36,13 +36,13 @@ async fn read(client: &RunningService<RoleClient, ()>) -> Result<Duration, Strin
         .call_tool(CallToolRequestParams::new("read").with_arguments(args))
         .await
         .map_err(|e| e.to_string())?;
-    // One header line, then the file verbatim.
+    // One header line, then the file verbatim (a file without a final newline gets one).
     let text = r
         .content
         .first()
         .and_then(|c| c.as_text())
         .and_then(|t| t.text.split_once('\n'))
-        .map(|(_, body)| body.len());
+        .map(|(_, body)| body.strip_suffix('\n').unwrap_or(body).len());
     if r.is_error == Some(true) || text != Some(1024) {
         return Err(format!("bad result: {:?}", r.content));
     }

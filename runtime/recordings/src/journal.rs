@@ -3,8 +3,8 @@
 //! (`sessions-<pid>-<n>.journal`, private, beside the store, locked for the server's life)
 //! before its reply leaves; a writer thread moves lines into the store in batches, committing
 //! each batch together with how far the file has been read, and empties the file once all of
-//! it is taken and either no call came for a second or it passed 1 MiB (so unredacted text
-//! stays there about a second after the last call). A server
+//! it is taken and either its oldest line was stored a second ago or it passed 1 MiB (so
+//! unredacted text stays there about a second, busy or not). A server
 //! killed at any moment loses no call it answered: the next server to open the store finds the
 //! file unlocked and moves what is left into the store, then removes it (a torn last line,
 //! whose call was never answered, is dropped). Servers sharing a store each have their own
@@ -24,9 +24,10 @@ use crate::{Redactor, Store, StoreError};
 
 /// How long the writer lets calls gather before it stores them.
 const GATHER: Duration = Duration::from_millis(100);
-/// The journal is emptied once everything in it is stored and either no call came for this
-/// long or it has grown past [`EMPTY_PAST`]: emptying is a truncation and a transaction of its
-/// own, too dear to pay after every batch of a busy server.
+/// The journal is emptied once everything in it is stored and either its oldest line was
+/// stored this long ago (or no call came for this long) or it has grown past [`EMPTY_PAST`]:
+/// emptying is a truncation and a transaction of its own, too dear to pay after every batch
+/// of a busy server.
 const EMPTY_AFTER: Duration = Duration::from_secs(1);
 /// See [`EMPTY_AFTER`].
 const EMPTY_PAST: u64 = 1 << 20;
@@ -164,6 +165,7 @@ impl Journal {
             path: path.clone(),
             file: file.clone(),
             offset: 0,
+            stored_since: None,
             progress: progress.clone(),
         };
         let writer = std::thread::Builder::new()
@@ -338,6 +340,9 @@ struct Writer {
     path: PathBuf,
     file: Arc<Mutex<std::fs::File>>,
     offset: u64,
+    /// When the oldest line still in the file was stored: past [`EMPTY_AFTER`], the file is
+    /// emptied at the next moment everything is taken, however busy the server is.
+    stored_since: Option<Instant>,
     progress: Arc<(Mutex<Progress>, Condvar)>,
 }
 
@@ -345,9 +350,12 @@ impl Writer {
     fn run(mut self, woken: &std::sync::mpsc::Receiver<()>) {
         use std::sync::mpsc::RecvTimeoutError;
         loop {
-            // Something stored and not yet emptied: a quiet second empties it.
+            // Something stored and not yet emptied: it goes a second after it was stored.
             let woken_by_call = if self.offset > 0 {
-                match woken.recv_timeout(EMPTY_AFTER) {
+                let left = self.stored_since.map_or(EMPTY_AFTER, |since| {
+                    EMPTY_AFTER.saturating_sub(since.elapsed())
+                });
+                match woken.recv_timeout(left) {
                     Ok(()) => true,
                     Err(RecvTimeoutError::Timeout) => false,
                     Err(RecvTimeoutError::Disconnected) => break,
@@ -379,6 +387,7 @@ impl Writer {
                     Ok((0, _)) => break,
                     Ok((n, end)) => {
                         self.offset = end;
+                        self.stored_since.get_or_insert_with(Instant::now);
                         let (m, cv) = &*self.progress;
                         lock(m).committed += n;
                         cv.notify_all();
@@ -392,7 +401,11 @@ impl Writer {
                     }
                 }
             }
-            if self.offset >= EMPTY_PAST {
+            if self.offset >= EMPTY_PAST
+                || self
+                    .stored_since
+                    .is_some_and(|since| since.elapsed() >= EMPTY_AFTER)
+            {
                 self.empty_when_taken();
             }
         }
@@ -400,25 +413,40 @@ impl Writer {
         self.empty_when_taken();
     }
 
-    /// Empties the journal whenever everything in it is in the store (so unredacted text
-    /// does not stay on disk): under the appenders' lock, truncated, then the store told; a
-    /// crash in between leaves an offset past the end, which is read as 0.
+    /// Empties the journal once everything in it is in the store (so unredacted text does
+    /// not stay on disk): under the appenders' lock, the store told first that the file starts
+    /// over, then the file truncated. A crash in between replays the whole file again (calls
+    /// stored twice, none lost); a store that cannot be told leaves the file as it is.
     fn empty_when_taken(&mut self) {
         let file = lock(&self.file);
         let Ok(len) = file.metadata().map(|m| m.len()) else {
             return;
         };
-        if len == 0 || len != self.offset || file.set_len(0).is_err() {
+        if len == 0 || len != self.offset {
+            return;
+        }
+        let key = offset_key(&self.path);
+        // Still under the lock: no line lands before the file starts over.
+        if let Err(e) = self
+            .store
+            .write(|tx| crate::store::set_journal_offset(tx, &key, 0))
+        {
+            tracing::warn!("the journal's new start was not stored: {e}");
+            // Tried again in a second, not at once.
+            self.stored_since = Some(Instant::now());
+            return;
+        }
+        if let Err(e) = file.set_len(0) {
+            tracing::warn!("the journal could not be emptied: {e}");
+            // The store must not read the file from its start again.
+            let _ = self
+                .store
+                .write(|tx| crate::store::set_journal_offset(tx, &key, len));
+            self.stored_since = Some(Instant::now());
             return;
         }
         self.offset = 0;
-        // Still under the lock: no line lands before the store knows the file starts over.
-        if let Err(e) = self
-            .store
-            .write(|tx| crate::store::set_journal_offset(tx, &offset_key(&self.path), 0))
-        {
-            tracing::warn!("the journal's new start was not stored: {e}");
-        }
+        self.stored_since = None;
         drop(file);
     }
 }

@@ -127,10 +127,12 @@ pub(crate) fn record_in(
         Some(known) => Some(known.clone()),
         None => store::session_by_key(tx, &key)?,
     };
+    let mut latest = call.ts_ms;
     let id = match existing {
         Some((id, last))
             if call.grouping != Grouping::TimeGap || call.ts_ms - last <= RUN_GAP_MS =>
         {
+            latest = latest.max(last);
             id
         }
         _ => {
@@ -182,11 +184,8 @@ pub(crate) fn record_in(
     result.failed = call.failed;
     result.hidden = call.hidden;
     store::add_entry(tx, &id, &result)?;
-    let last = batch
-        .sessions
-        .get(&key)
-        .map_or(call.ts_ms, |(_, t)| (*t).max(call.ts_ms));
-    batch.sessions.insert(key, (id, last));
+    // As the store would answer: the session's latest call, whatever order calls came in.
+    batch.sessions.insert(key, (id, latest));
     Ok(())
 }
 

@@ -329,19 +329,44 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
 /// statement per row (a trigger) made a new index segment per row and cost most of a
 /// recorded call.
 fn index_new_entries(tx: &Connection) -> Result<(), StoreError> {
+    // An earlier gantry opening the store puts its trigger back: its rows are indexed twice
+    // and its deletes leave words behind, so the index is made again from the entries.
+    let old_trigger: bool = tx
+        .prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'entry_ai')",
+        )?
+        .query_row([], |r| r.get(0))?;
+    if old_trigger {
+        tx.execute_batch(REINDEX)?;
+    }
+    // Missing, the mark would index nothing, silently: an error instead.
+    let through: i64 = tx
+        .prepare_cached("SELECT value FROM meta WHERE key = 'fts:indexed_through'")?
+        .query_row([], |r| r.get(0))?;
     tx.prepare_cached(
         "INSERT INTO entry_fts(rowid, name, text)
-         SELECT id, name, text FROM entry
-         WHERE id > (SELECT value FROM meta WHERE key = 'fts:indexed_through') AND hidden = 0",
+         SELECT id, name, text FROM entry WHERE id > ?1 AND hidden = 0",
     )?
-    .execute([])?;
+    .execute([through])?;
+    // The mark only rises: ids at or below it are never handed out again, so a deleted newest
+    // entry's id is not reused (update cursors hold the last id they saw).
     tx.prepare_cached(
         "UPDATE meta SET value = (SELECT COALESCE(MAX(id), 0) FROM entry)
-         WHERE key = 'fts:indexed_through' AND value <> (SELECT COALESCE(MAX(id), 0) FROM entry)",
+         WHERE key = 'fts:indexed_through' AND value < (SELECT COALESCE(MAX(id), 0) FROM entry)",
     )?
     .execute([])?;
     Ok(())
 }
+
+/// Drops an earlier gantry's per-row trigger and makes the index again from the entries that
+/// are not hidden.
+const REINDEX: &str = "
+DROP TRIGGER IF EXISTS entry_ai;
+INSERT INTO entry_fts(entry_fts) VALUES ('delete-all');
+INSERT INTO entry_fts(rowid, name, text) SELECT id, name, text FROM entry WHERE hidden = 0;
+UPDATE meta SET value = (SELECT COALESCE(MAX(id), 0) FROM entry)
+  WHERE key = 'fts:indexed_through' AND value < (SELECT COALESCE(MAX(id), 0) FROM entry);
+";
 
 /// Creates `path` with mode 0600 if it does not exist (SQLite would use the umask).
 fn create_private(path: &Path) -> std::io::Result<()> {

@@ -38,10 +38,12 @@ mod linux {
             .collect()
     }
 
-    /// Far more processes than any machine starts in a second (fork and exec take tens of
-    /// microseconds at best): with pid_max at 32,768 a session younger than 1.6 s, with the
-    /// 64-bit default of 2^22 one younger than a minute, cannot have seen pids wrap.
-    const MOST_FORKS_A_SECOND: f64 = 20_000.0;
+    /// More pids than a machine hands out in a second (threads take pids too): with pid_max at
+    /// 32,768 a session younger than 0.65 s, with the 64-bit default of 2^22 one younger than
+    /// a minute, cannot have seen pids wrap. A command bent on wrapping them faster to hide a
+    /// child outside its cgroup could also have cleared its tag and left its session: the
+    /// sweep is a net for what detaches by accident, the cgroup is the boundary.
+    const MOST_FORKS_A_SECOND: f64 = 50_000.0;
 
     /// The processes that belong to the session led by `leader` or carry `tag`. Only
     /// processes started at or after `since` can carry the tag, so older ones are not read;
@@ -154,7 +156,9 @@ fn sweep(
     if !linux::leader_reused(leader, since) {
         // Politely first: a terminal hanging up, then a request to stop.
         let members = linux::members(leader, tag, since, age);
-        if done_if_none && members.is_empty() {
+        // The leader is always among them (it has ended and been reaped here): nothing
+        // else running means nothing to end, and nothing left that could start more.
+        if done_if_none && !members.iter().any(|p| crate::procfs::is_running(*p)) {
             linux::kill_group(leader);
             return 0;
         }

@@ -172,6 +172,9 @@ pub struct Registry {
     closed: Arc<std::sync::atomic::AtomicBool>,
     /// Warm shells are being started (by one thread, one after another).
     refilling: Arc<std::sync::atomic::AtomicBool>,
+    /// What the next warm shell is started with: the latest command's (that thread may have
+    /// been started by an earlier command with another snapshot or removals).
+    refill_recipe: Arc<Mutex<Option<Recipe>>>,
     /// Bumped (under the pool's lock) by [`Registry::end_warm`]: a shell that was being
     /// started before it is ended instead of kept, so switching `exec` off while one starts
     /// cannot leave it ready.
@@ -344,6 +347,7 @@ impl Registry {
             warm: Arc::new(Mutex::new(Pool::default())),
             closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             refilling: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            refill_recipe: Arc::new(Mutex::new(None)),
             warm_epoch: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             spills: Mutex::new(std::collections::VecDeque::new()),
             launcher,
@@ -715,9 +719,11 @@ impl Registry {
         if !lock(&self.warm).short(Instant::now()) || self.closed.load(Ordering::SeqCst) {
             return;
         }
+        *lock(&self.refill_recipe) = Some(recipe);
         if self.refilling.swap(true, Ordering::SeqCst) {
             return;
         }
+        let latest = self.refill_recipe.clone();
         let refilling = self.refilling.clone();
         let pool = self.warm.clone();
         let closed = self.closed.clone();
@@ -738,6 +744,9 @@ impl Registry {
                 loop {
                     let mut failed = false;
                     while wanted() {
+                        let Some(recipe) = lock(&latest).clone() else {
+                            break;
+                        };
                         if !start_one(&recipe, &spill_dir, spill_cap, tree.as_ref(), |w| {
                             let mut p = lock(&pool);
                             if closed.load(Ordering::SeqCst)

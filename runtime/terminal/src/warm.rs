@@ -201,7 +201,9 @@ pub(crate) fn start(
     // The FIFO is opened read-write, so the open never blocks and a writer's close is no
     // EOF. It carries one NUL byte, the go: the command itself is read from a file, because
     // bash reads a pipe a byte at a time (three system calls a byte) and a regular file in
-    // blocks. An unused shell ends itself after IDLE_LIMIT, so one orphaned by a killed
+    // blocks; once read, the shell empties the file by a builtin (what the command holds,
+    // its variables' values too, stays on disk no longer; gantry removes the file when the
+    // shell ends). An unused shell ends itself after IDLE_LIMIT, so one orphaned by a killed
     // server does not wait forever.
     let fifo_q = posix_quote(&fifo.to_string_lossy());
     let command_q = posix_quote(&command.to_string_lossy());
@@ -215,7 +217,7 @@ pub(crate) fn start(
         None => String::new(),
     };
     let script = format!(
-        "{join}. {snap}\nexec 3<> {fifo_q} || exit 125\nIFS= read -r -d '' -t {idle} -u 3 __gantry_command || {{ rm -f {fifo_q}; exit 125; }}\nexec 3<&-\nIFS= read -r -d '' __gantry_command < {command_q} || exit 125\neval \"$__gantry_command\"",
+        "{join}. {snap}\nexec 3<> {fifo_q} || exit 125\nIFS= read -r -d '' -t {idle} -u 3 __gantry_command || {{ rm -f {fifo_q}; exit 125; }}\nexec 3<&-\nIFS= read -r -d '' __gantry_command < {command_q} || exit 125\n: > {command_q}\neval \"$__gantry_command\"",
         snap = posix_quote(&recipe.snapshot.to_string_lossy()),
         idle = IDLE_LIMIT.as_secs(),
     );

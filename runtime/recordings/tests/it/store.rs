@@ -615,11 +615,19 @@ fn the_index_follows_deletes_of_the_newest_entries_and_what_comes_after() {
     assert_eq!(indexed_rows(&store), 3);
     assert!(finds(&store, "epsilon"));
     assert!(!finds(&store, "gamma"));
-    // And once more, removing what was just added.
+    // And once more, removing what was just added: its id is not handed out again (update
+    // cursors hold the last id they saw).
+    let newest = || -> i64 {
+        store
+            .read(|c| Ok(c.query_row("SELECT MAX(id) FROM entry", [], |r| r.get(0))?))
+            .unwrap()
+    };
+    let before = newest();
     store
         .write(|tx| store::delete_session(tx, "later"))
         .unwrap();
     imported(&store, "last", &[entry(6, "zeta sixth")]);
+    assert!(newest() > before, "an id was reused");
     index_is_consistent(&store);
     assert_eq!(indexed_rows(&store), 3);
     assert!(finds(&store, "zeta"));
@@ -666,4 +674,25 @@ fn a_store_indexed_row_by_row_by_an_earlier_gantry_is_carried_over() {
         .unwrap();
     index_is_consistent(&store);
     assert_eq!(indexed_rows(&store), 1);
+    // An earlier gantry opening the store again puts its trigger back, records, and deletes
+    // what it recorded: the next write makes the index whole again.
+    store
+        .read(|c| {
+            c.execute_batch(
+                "CREATE TRIGGER IF NOT EXISTS entry_ai AFTER INSERT ON entry WHEN new.hidden = 0 BEGIN
+                   INSERT INTO entry_fts(rowid, name, text) VALUES (new.id, new.name, new.text);
+                 END;
+                 INSERT INTO session(id, source, started_ms, updated_ms) VALUES ('old', 'codex', 3, 3);
+                 INSERT INTO entry(session_id, ts_ms, kind, text) VALUES ('old', 3, 'user', 'mu gone');
+                 DELETE FROM entry WHERE session_id = 'old';
+                 DELETE FROM session WHERE id = 'old';",
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    imported(&store, "next", &[NewEntry::new(4, Kind::User, "nu next")]);
+    index_is_consistent(&store);
+    assert!(!finds(&store, "mu"), "a deleted entry is still found");
+    assert!(finds(&store, "nu") && finds(&store, "lambda"));
+    assert_eq!(indexed_rows(&store), 2);
 }
