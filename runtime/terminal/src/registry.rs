@@ -589,19 +589,20 @@ impl Registry {
                     )));
                 };
                 w.session.expect_markers(batch_nonce.clone());
-                match tokio::task::spawn_blocking(move || {
-                    let sent = warm::send(&w, &text);
-                    (w, sent)
-                })
-                .await
-                {
-                    Ok((w, Ok(()))) => Some(w),
-                    Ok((w, Err(e))) => {
+                let handed = w.clone();
+                match tokio::task::spawn_blocking(move || warm::send(&handed, &text)).await {
+                    Ok(Ok(())) => Some(w),
+                    // Not taken (or the hand-off never ran): the shell is ended, not left
+                    // waiting.
+                    Ok(Err(e)) => {
                         tracing::debug!(error = %e, "warm shell did not take its command");
                         discard(w);
                         None
                     }
-                    Err(_) => None,
+                    Err(_) => {
+                        discard(w);
+                        None
+                    }
                 }
             }
             None => None,

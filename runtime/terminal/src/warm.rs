@@ -135,7 +135,7 @@ impl Pool {
 }
 
 /// A started shell waiting for its command.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Warm {
     pub session: Arc<Session>,
     pub fifo: PathBuf,
