@@ -210,6 +210,58 @@ async fn commands_back_to_back_are_met_by_a_bounded_pool_of_ready_shells() {
     client.cancel().await.unwrap();
 }
 
+/// A command handed to a ready shell is not left on disk while it runs: its file is emptied
+/// once the shell has read it.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_running_commands_text_does_not_stay_on_disk() {
+    let sb = Sandbox::new();
+    let client = serve_with_profile(&sb, "export A=1\n").await;
+    let dir = sb.path("state").join("shell");
+    let command_files = || -> Vec<(String, u64)> {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".cmd"))
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().len(),
+                )
+            })
+            .collect()
+    };
+    // The first command starts cold and leaves a ready shell behind it.
+    call(&client, "exec_command", json!({ "cmd": "true" })).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids_mentioning(&format!("{}/warm-", dir.display())).is_empty()
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = call(
+        &client,
+        "exec_command",
+        json!({ "cmd": "echo secret-value-1234; sleep 30", "yield_time_ms": 300 }),
+    )
+    .await;
+    assert!(
+        crate::support::facts(&r)["session_id"].is_i64(),
+        "still running: {}",
+        text(&r)
+    );
+    let files = command_files();
+    assert!(
+        !files.is_empty(),
+        "the command did not run in a ready shell"
+    );
+    assert!(
+        files.iter().all(|(_, len)| *len == 0),
+        "command text left on disk: {files:?}"
+    );
+    client.cancel().await.unwrap();
+}
+
 /// Back to back, every command's output is whole, whether its shell was warm or not.
 #[tokio::test]
 async fn back_to_back_commands_each_return_their_whole_output() {

@@ -207,8 +207,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Ends a warm shell nobody will use, off the caller's thread.
 fn discard(w: Warm) {
-    let _ = std::fs::remove_file(&w.fifo);
-    let _ = std::fs::remove_file(&w.command);
+    w.remove_files();
     let _ = std::thread::Builder::new()
         .name("gantry-warm-end".into())
         .spawn(move || w.session.terminate());
@@ -241,8 +240,7 @@ fn start_one(
     match warm::start(recipe, id, spill, group) {
         Ok(w) => {
             if let Some(unwanted) = keep(w) {
-                let _ = std::fs::remove_file(&unwanted.fifo);
-                let _ = std::fs::remove_file(&unwanted.command);
+                unwanted.remove_files();
                 unwanted.session.terminate();
             }
             true
@@ -1014,8 +1012,7 @@ impl Registry {
             let mut pool = lock(&self.warm);
             self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
             for w in pool.drain() {
-                let _ = std::fs::remove_file(&w.fifo);
-                let _ = std::fs::remove_file(&w.command);
+                w.remove_files();
                 all.push(w.session);
             }
         }

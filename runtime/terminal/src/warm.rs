@@ -145,6 +145,14 @@ pub(crate) struct Warm {
     pub env_remove: Vec<String>,
 }
 
+impl Warm {
+    /// Removes its FIFO and command file (the shell is being ended or handed nothing).
+    pub fn remove_files(&self) {
+        let _ = std::fs::remove_file(&self.fifo);
+        let _ = std::fs::remove_file(&self.command);
+    }
+}
+
 /// What a warm shell is started with.
 #[derive(Debug, Clone)]
 pub(crate) struct Recipe {
@@ -300,10 +308,8 @@ pub(crate) fn send(w: &Warm, text: &str) -> std::io::Result<()> {
         .mode(0o600)
         .open(&w.command)
         .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&w.fifo);
-        return Err(e);
-    }
+    // On failure the caller ends the shell and removes both files.
+    written?;
     go(&w.fifo)
 }
 
