@@ -234,31 +234,28 @@ impl Roots {
     }
 
     fn ends_with_launch(&self, path: &Path, its_directory: bool) -> bool {
-        let same = |a: &str, b: &str| {
+        let same = |a: &str, b: &std::ffi::OsStr| {
+            // A name that is not UTF-8 is never one of the listed (UTF-8) names.
+            let Some(b) = b.to_str() else { return false };
             if cfg!(target_os = "linux") {
                 a == b
             } else {
                 a.eq_ignore_ascii_case(b)
             }
         };
-        let names: Vec<String> = path
-            .components()
-            .rev()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
+        // Compared from the end, name by name, without copying: this runs on every path a
+        // call resolves.
         generated::CLIENT_LAUNCH_FILES
             .iter()
             .copied()
             .chain(self.client_launch_extra.iter().map(String::as_str))
             .any(|file| {
-                let mut wanted: Vec<&str> = file.split('/').rev().collect();
-                if its_directory {
-                    if wanted.len() < 2 {
-                        return false;
-                    }
-                    wanted.remove(0);
+                let mut wanted = file.split('/').rev();
+                if its_directory && (wanted.next().is_none() || !file.contains('/')) {
+                    return false;
                 }
-                wanted.len() <= names.len() && wanted.iter().zip(&names).all(|(w, n)| same(w, n))
+                let mut names = path.components().rev();
+                wanted.all(|w| names.next().is_some_and(|n| same(w, n.as_os_str())))
             })
     }
 

@@ -201,7 +201,15 @@ impl Sandbox {
         if let Some(home) = std::env::var_os("HOME") {
             cmd.env("HOME", home);
         }
-        cmd.env("GANTRY_LOG", "error");
+        // The default log level, its line per call included, written to a file as a client
+        // keeps a server's log (Claude Desktop, Cursor): a quieter level is not what users run.
+        cmd.env_remove("GANTRY_LOG");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path("serve.log"))
+            .unwrap();
+        cmd.stderr(log);
         cmd
     }
 
@@ -239,14 +247,12 @@ pub async fn http_server(cmd: tokio::process::Command) -> HttpServer {
 
 /// The same, its log kept in `child.stderr` (piped) when `keep_log`.
 pub async fn http_server_with(mut cmd: tokio::process::Command, keep_log: bool) -> HttpServer {
+    if keep_log {
+        cmd.stderr(Stdio::piped());
+    }
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(if keep_log {
-            Stdio::piped()
-        } else {
-            Stdio::inherit()
-        })
         .kill_on_drop(true)
         .spawn()
         .unwrap();
