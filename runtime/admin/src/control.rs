@@ -517,6 +517,61 @@ impl Control {
                     Err(e) => e,
                 }
             }
+            "auth/approve" | "auth/deny" => {
+                let Some(sign_in) = &self.app.sign_in else {
+                    return "no connector signs in with OAuth on this server".into();
+                };
+                let (approval, what) = if action == "auth/approve" {
+                    (oauth::Approval::Approve, "approve")
+                } else {
+                    (oauth::Approval::Deny, "deny")
+                };
+                match sign_in.store.decide(&field("code"), approval) {
+                    Ok(p) => {
+                        server::server::audit_sign_in(
+                            &self.app.audit,
+                            &transport::signin::Event {
+                                connector: &p.connector,
+                                what,
+                                client: &p.client_name,
+                                outcome: "ok",
+                            },
+                        );
+                        if approval == oauth::Approval::Approve {
+                            format!(
+                                "{} may now use {}: its sign-in page moves on within seconds",
+                                p.client_name, p.connector
+                            )
+                        } else {
+                            format!("{} was refused {}", p.client_name, p.connector)
+                        }
+                    }
+                    Err(e) => e.to_string(),
+                }
+            }
+            "auth/revoke" => {
+                let Some(sign_in) = &self.app.sign_in else {
+                    return "no connector signs in with OAuth on this server".into();
+                };
+                match sign_in.store.revoke(&field("grant")) {
+                    Ok(g) => {
+                        server::server::audit_sign_in(
+                            &self.app.audit,
+                            &transport::signin::Event {
+                                connector: &g.connector,
+                                what: "revoke",
+                                client: &g.client_name,
+                                outcome: "ok",
+                            },
+                        );
+                        format!(
+                            "{} no longer signs in to {}: its tokens stop working at their next request",
+                            g.client_name, g.connector
+                        )
+                    }
+                    Err(e) => e.to_string(),
+                }
+            }
             _ => "unknown action".into(),
         }
     }
@@ -593,16 +648,24 @@ impl Control {
                         (*label, text)
                     })
                     .collect();
+                let oauth = self.app.settings.auth_of(c.name).oauth()
+                    && self.app.settings.public_host.is_some();
                 page::Connector {
                     name: c.name,
                     title: c.title,
-                    local: config::urls::connector_url(self.mcp, token),
-                    public: self
-                        .app
-                        .settings
-                        .public_host
-                        .as_ref()
-                        .map(|h| config::urls::public_url(h, token)),
+                    local: if oauth {
+                        config::urls::connector_url_without_secret(self.mcp, c.name)
+                    } else {
+                        config::urls::connector_url(self.mcp, token)
+                    },
+                    public: self.app.settings.public_host.as_ref().map(|h| {
+                        if oauth {
+                            config::urls::oauth_url(h, c.name)
+                        } else {
+                            config::urls::public_url(h, token)
+                        }
+                    }),
+                    oauth,
                     snippets,
                 }
             })
@@ -640,6 +703,12 @@ impl Control {
                 }
                 names
             },
+            sign_ins: self.app.sign_in.as_ref().map(|s| {
+                (
+                    s.store.pending().unwrap_or_default(),
+                    s.store.grants().unwrap_or_default(),
+                )
+            }),
         }))
     }
 

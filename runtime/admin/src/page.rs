@@ -22,6 +22,8 @@ pub struct Connector {
     pub title: &'static str,
     pub local: String,
     pub public: Option<String>,
+    /// It signs in with OAuth: its URLs hold no secret.
+    pub oauth: bool,
     pub snippets: Vec<(&'static str, String)>,
 }
 
@@ -43,6 +45,77 @@ pub struct View<'a> {
     pub recorded: String,
     pub config_path: String,
     pub tools: Vec<&'static str>,
+    /// The OAuth sign-ins, when a public host is set: requests waiting, grants in force.
+    pub sign_ins: Option<(Vec<oauth::PendingView>, Vec<oauth::GrantView>)>,
+}
+
+/// A time as the page shows it (UTC, to the second).
+fn when(ms: i64) -> String {
+    let at =
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
+/// The sign-in section: each waiting request with its code to compare, each grant to end.
+fn sign_ins(
+    p: &mut String,
+    csrf: &str,
+    pending: &[oauth::PendingView],
+    grants: &[oauth::GrantView],
+) {
+    p.push_str("<section id=\"sign-ins\" aria-labelledby=\"h-sign-ins\"><h2 id=\"h-sign-ins\">Sign-ins</h2><p>A client signing in to a public connector waits here until you approve it. Approve only a request whose code is the one its sign-in page shows you.</p>");
+    p.push_str("<table><caption>Waiting for your approval (reload to see new ones)</caption><thead><tr><th scope=\"col\">Code</th><th scope=\"col\">Client</th><th scope=\"col\">Answer goes to</th><th scope=\"col\">Connector</th><th scope=\"col\">Since</th><th scope=\"col\">Decide</th></tr></thead><tbody>");
+    if pending.is_empty() {
+        p.push_str("<tr><td colspan=\"6\">None.</td></tr>");
+    }
+    for r in pending {
+        let _ = write!(
+            p,
+            "<tr data-code=\"{code}\"><th scope=\"row\"><code>{code}</code></th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td></tr>",
+            esc(&r.client_name),
+            esc(&r.redirect_host),
+            esc(&r.connector),
+            when(r.created_ms),
+            button_form(
+                "auth/approve",
+                csrf,
+                &[("code", &r.user_code)],
+                "Approve",
+                &format!("Approve sign-in {}", r.user_code)
+            ),
+            button_form(
+                "auth/deny",
+                csrf,
+                &[("code", &r.user_code)],
+                "Refuse",
+                &format!("Refuse sign-in {}", r.user_code)
+            ),
+            code = esc(&r.user_code),
+        );
+    }
+    p.push_str("</tbody></table><table><caption>Clients signed in</caption><thead><tr><th scope=\"col\">Client</th><th scope=\"col\">Connector</th><th scope=\"col\">Approved</th><th scope=\"col\">Last used</th><th scope=\"col\">End</th></tr></thead><tbody>");
+    if grants.is_empty() {
+        p.push_str("<tr><td colspan=\"5\">None.</td></tr>");
+    }
+    for g in grants {
+        let _ = write!(
+            p,
+            "<tr data-grant=\"{}\"><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&g.id),
+            esc(&g.client_name),
+            esc(&g.connector),
+            when(g.created_ms),
+            when(g.last_used_ms),
+            button_form(
+                "auth/revoke",
+                csrf,
+                &[("grant", &g.id)],
+                "Revoke",
+                &format!("Revoke {} on {}", g.client_name, g.connector)
+            ),
+        );
+    }
+    p.push_str("</tbody></table></section>");
 }
 
 /// Text made safe for HTML content and attribute values.
@@ -145,7 +218,7 @@ pub fn sessions(list: &[terminal::Listed], csrf: &str) -> String {
 pub fn render(v: &View<'_>) -> String {
     let mut p = String::with_capacity(16 << 10);
     p.push_str("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>gantry control</title><link rel=\"stylesheet\" href=\"style.css\"><script src=\"app.js\" defer></script></head><body>");
-    p.push_str("<header><h1>gantry control</h1><nav aria-label=\"Sections\"><a href=\"#connectors\">Connectors</a> <a href=\"#permissions\">Permissions</a> <a href=\"#roots\">Roots</a> <a href=\"#sessions\">Commands</a> <a href=\"#workers\">Workers</a> <a href=\"#recorded\">Recorded</a> <a href=\"#audit\">Audit</a></nav></header><main>");
+    p.push_str("<header><h1>gantry control</h1><nav aria-label=\"Sections\"><a href=\"#connectors\">Connectors</a> <a href=\"#sign-ins\">Sign-ins</a> <a href=\"#permissions\">Permissions</a> <a href=\"#roots\">Roots</a> <a href=\"#sessions\">Commands</a> <a href=\"#workers\">Workers</a> <a href=\"#recorded\">Recorded</a> <a href=\"#audit\">Audit</a></nav></header><main>");
     let _ = write!(
         p,
         "<div id=\"said\" role=\"status\" aria-live=\"polite\">{}</div>",
@@ -160,7 +233,7 @@ pub fn render(v: &View<'_>) -> String {
     }
 
     // Connectors.
-    p.push_str("<section id=\"connectors\" aria-labelledby=\"h-connectors\"><h2 id=\"h-connectors\">Connectors</h2><p>Each URL holds its connector's secret: whoever has it can use the connector.</p>");
+    p.push_str("<section id=\"connectors\" aria-labelledby=\"h-connectors\"><h2 id=\"h-connectors\">Connectors</h2><p>A URL that holds its connector's secret opens the connector to whoever has it; a connector that signs in with OAuth opens only to clients you approved under Sign-ins.</p>");
     for c in &v.connectors {
         let _ = write!(
             p,
@@ -172,7 +245,11 @@ pub fn render(v: &View<'_>) -> String {
         if let Some(public) = &c.public {
             p.push_str(&copyable(
                 &format!("public-{}", c.name),
-                "Public URL (paste into ChatGPT)",
+                if c.oauth {
+                    "Public URL (paste into ChatGPT, with OAuth as its authentication)"
+                } else {
+                    "Public URL (paste into ChatGPT)"
+                },
                 public,
             ));
         }
@@ -194,6 +271,10 @@ pub fn render(v: &View<'_>) -> String {
         }
     }
     p.push_str("</section>");
+
+    if let Some((pending, grants)) = &v.sign_ins {
+        sign_ins(&mut p, v.csrf, pending, grants);
+    }
 
     // Permissions.
     let _ = write!(

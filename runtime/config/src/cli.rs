@@ -24,6 +24,9 @@ pub enum Command {
     /// Manage connector secrets.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Sign-ins of OAuth clients (ChatGPT) to the public connectors: approve, list, revoke.
+    #[command(subcommand)]
+    Auth(AuthCommand),
     /// Print a ready-to-paste setup for an MCP client, with the real URL or command.
     Config(ConfigArgs),
     /// Show the audit log: the last lines, filtered, and new ones as they come with --follow.
@@ -94,6 +97,42 @@ pub enum TokenCommand {
         /// The connector.
         #[arg(value_parser = connector_names())]
         connector: Option<String>,
+        /// Settings.
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+/// `gantry auth ...`.
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// List the sign-in requests waiting for approval and the grants in force.
+    List {
+        /// Settings.
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Approve the waiting sign-in request that shows CODE (its page, and the control page,
+    /// show the same code).
+    Approve {
+        /// The code, `XXXX-XXXX`.
+        code: String,
+        /// Settings.
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Refuse the waiting sign-in request that shows CODE.
+    Deny {
+        /// The code, `XXXX-XXXX`.
+        code: String,
+        /// Settings.
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// End a grant: its client's tokens stop working at their next request.
+    Revoke {
+        /// The grant's id, as `gantry auth list` shows it.
+        grant: String,
         /// Settings.
         #[command(flatten)]
         common: CommonArgs,

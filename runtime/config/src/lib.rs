@@ -19,8 +19,8 @@ pub mod urls;
 pub mod worker_kinds;
 
 pub use settings::{
-    ConfigError, DEFAULT_DISPLAY_PROGRAMS, DEFAULT_HOST, DEFAULT_PORT, DEFAULT_RUNS_FILES,
-    DEFAULT_SESSION_IDLE, DISPLAY_CAPTURE_ARGUMENTS, MAGICK_PROGRAMS, Settings, asks_for_a_capture,
-    asks_magick_for_the_screen, default_config_path, default_state_dir, from_env_or_flag,
-    names_program,
+    AuthMode, ConfigError, DEFAULT_DISPLAY_PROGRAMS, DEFAULT_HOST, DEFAULT_PORT,
+    DEFAULT_RUNS_FILES, DEFAULT_SESSION_IDLE, DISPLAY_CAPTURE_ARGUMENTS, MAGICK_PROGRAMS, Settings,
+    asks_for_a_capture, asks_magick_for_the_screen, default_config_path, default_state_dir,
+    from_env_or_flag, names_program,
 };

@@ -80,6 +80,9 @@ struct ConfigFile {
     /// Per connector: `"all"` (default) or `"progressive"`.
     #[serde(default)]
     disclosure: BTreeMap<String, String>,
+    /// Per connector: `"oauth"`, `"url-secret"` or `"both"` (HTTP only).
+    #[serde(default)]
+    auth: BTreeMap<String, String>,
     #[serde(default)]
     permissions: BTreeMap<toml::Spanned<String>, bool>,
 }
@@ -393,6 +396,9 @@ pub struct Settings {
     pub agents: crate::worker_kinds::AgentsConfig,
     /// Connectors whose stdio connections start with their first tools only.
     pub progressive: Vec<String>,
+    /// How each connector's HTTP endpoint is opened; connectors not named use
+    /// [`Settings::auth_of`]'s default.
+    pub auth: BTreeMap<String, AuthMode>,
 }
 
 fn home() -> Option<PathBuf> {
@@ -405,6 +411,75 @@ fn env_dir(var: &str) -> Option<PathBuf> {
     std::env::var_os(var)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
+}
+
+/// How a connector's HTTP endpoint is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// A bearer token from gantry's OAuth sign-in, approved by the user; the URL secret
+    /// alone opens nothing.
+    OAuth,
+    /// The secret in the connector's URL (or as a bearer token).
+    UrlSecret,
+    /// Either, during a change-over.
+    Both,
+}
+
+impl AuthMode {
+    fn parse(s: &str) -> Option<AuthMode> {
+        match s {
+            "oauth" => Some(AuthMode::OAuth),
+            "url-secret" => Some(AuthMode::UrlSecret),
+            "both" => Some(AuthMode::Both),
+            _ => None,
+        }
+    }
+
+    /// As the config writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMode::OAuth => "oauth",
+            AuthMode::UrlSecret => "url-secret",
+            AuthMode::Both => "both",
+        }
+    }
+
+    /// Whether an OAuth access token opens the connector.
+    pub fn oauth(self) -> bool {
+        matches!(self, AuthMode::OAuth | AuthMode::Both)
+    }
+
+    /// Whether the URL secret opens the connector.
+    pub fn url_secret(self) -> bool {
+        matches!(self, AuthMode::UrlSecret | AuthMode::Both)
+    }
+}
+
+impl Settings {
+    /// How `connector`'s HTTP endpoint is opened: as `[auth]` says, else OAuth when a public
+    /// host is set (the connector is then reachable from the internet) and the URL secret
+    /// when it is not.
+    pub fn auth_of(&self, connector: &str) -> AuthMode {
+        match self.auth.get(connector) {
+            Some(mode) => *mode,
+            None if self.public_host.is_some() => AuthMode::OAuth,
+            None => AuthMode::UrlSecret,
+        }
+    }
+
+    /// How each connector of the surface is opened over HTTP.
+    pub fn auth_modes(&self) -> Vec<(&'static str, AuthMode)> {
+        generated::CONNECTORS
+            .iter()
+            .map(|c| (c.name, self.auth_of(c.name)))
+            .collect()
+    }
+
+    /// The issuer of gantry's sign-in (and the origin of its public URLs): `https://` and
+    /// the public host; `http://` when that host is this machine (a test, or a proxy on it).
+    pub fn issuer(&self) -> Option<String> {
+        self.public_host.as_deref().map(crate::urls::public_origin)
+    }
 }
 
 impl Settings {
@@ -786,6 +861,40 @@ impl Settings {
                 }),
             }
         }
+        let mut auth = BTreeMap::new();
+        for (connector, how) in &file.auth {
+            let what = format!("{shown}: [auth] {connector}");
+            if !generated::CONNECTORS.iter().any(|c| c.name == connector) {
+                errors.push(ConfigError::Setting {
+                    what: what.clone(),
+                    reason: format!(
+                        "not a connector ({})",
+                        generated::CONNECTORS
+                            .iter()
+                            .map(|c| c.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+            match AuthMode::parse(how) {
+                Some(mode) if mode.oauth() && public_host.is_none() => {
+                    errors.push(ConfigError::Setting {
+                        what,
+                        reason: format!(
+                            "`{how}` needs a public host (--public-host or public_host): OAuth clients find gantry's sign-in pages there"
+                        ),
+                    });
+                }
+                Some(mode) => {
+                    auth.insert(connector.clone(), mode);
+                }
+                None => errors.push(ConfigError::Setting {
+                    what,
+                    reason: format!("`{how}` is not \"oauth\", \"url-secret\" or \"both\""),
+                }),
+            }
+        }
         let apps: Vec<(String, crate::apps::AppConfig)> = file
             .apps
             .iter()
@@ -972,6 +1081,7 @@ impl Settings {
                 .unwrap_or(true),
             agents,
             progressive,
+            auth,
         })
     }
 }

@@ -30,7 +30,31 @@ pub fn urls_of(settings: &Settings, connector: &str, token: &str) -> Vec<(String
 
 /// The URL a client reaches a connector at through the tunnel named `public_host`.
 pub fn public_url(public_host: &str, token: &str) -> String {
-    format!("https://{public_host}/{token}/mcp")
+    format!("{}/{token}/mcp", public_origin(public_host))
+}
+
+/// `https://` and the public host; `http://` when the host is this machine (a tunnel's
+/// https ends before gantry, a loopback name has none).
+pub fn public_origin(public_host: &str) -> String {
+    let name = public_host
+        .rsplit_once(':')
+        .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(public_host, |(name, _)| name);
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    let local = name.eq_ignore_ascii_case("localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    let scheme = if local { "http" } else { "https" };
+    format!("{scheme}://{public_host}")
+}
+
+/// The URL of `connector` for OAuth clients: no secret in it, the sign-in is the key.
+pub fn oauth_url(public_host: &str, connector: &str) -> String {
+    format!("{}/{connector}/mcp", public_origin(public_host))
+}
+
+/// The loopback URL of `connector` when it signs in with OAuth: no secret in it.
+pub fn connector_url_without_secret(addr: SocketAddr, connector: &str) -> String {
+    connector_url(addr, connector)
 }
 
 /// The URL a client uses for `connector` (the secret is part of it).

@@ -1,6 +1,7 @@
 //! The `gantry` binary's own parts beside `main`: what `gantry check` reports, the `gantry
-//! hosts` commands, and how `GANTRY_LOG` names gantry's code.
+//! auth` and `gantry hosts` commands, and how `GANTRY_LOG` names gantry's code.
 
+pub mod auth_cli;
 pub mod check;
 pub mod hosts_cli;
 mod log_filter;

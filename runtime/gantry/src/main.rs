@@ -147,6 +147,10 @@ fn main() -> ExitCode {
                 )]),
             }
         }
+        Command::Auth(command) => match gantry::auth_cli::run(command) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&[e]),
+        },
         Command::Token(TokenCommand::Rotate { connector, common }) => {
             let settings = match Settings::resolve(&common) {
                 Ok(s) => s,

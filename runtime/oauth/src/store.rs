@@ -632,7 +632,7 @@ impl Auth {
         verifier: &str,
         client_id: &str,
         redirect_uri: &str,
-        connector: &str,
+        connector: Option<&str>,
     ) -> Result<Issued, AuthError> {
         let refused = "the code is unknown, used, expired, or was issued for another client, redirect_uri, code_verifier or resource";
         self.write(|tx, now| {
@@ -669,7 +669,7 @@ impl Auth {
             if !fresh
                 || rc != client_id
                 || rr != redirect_uri
-                || rconn != connector
+                || connector.is_some_and(|c| c != rconn)
                 || !pkce::verifier_matches(verifier, &challenge)
             {
                 return Err(AuthError::InvalidGrant(refused));
@@ -677,7 +677,7 @@ impl Auth {
             let grant_id = secret()?[..16].to_string();
             tx.execute(
                 "INSERT INTO grants(id, client_id, connector, created_ms, last_used_ms) VALUES (?1, ?2, ?3, ?4, ?4)",
-                params![grant_id, client_id, connector, now],
+                params![grant_id, client_id, rconn, now],
             )?;
             tx.execute(
                 "UPDATE request SET status = 'exchanged', grant_id = ?1 WHERE code_hash = ?2",
@@ -693,7 +693,7 @@ impl Auth {
         &self,
         refresh_token: &str,
         client_id: &str,
-        connector: &str,
+        connector: Option<&str>,
     ) -> Result<Issued, AuthError> {
         let refused = "the refresh token is unknown, expired, revoked, or was issued for another client or resource";
         self.write(|tx, now| {
@@ -722,7 +722,11 @@ impl Auth {
                 revoke_in(tx, &grant, now)?;
                 return Err(AuthError::InvalidGrant(refused));
             }
-            if revoked.is_some() || expires < now || gc != client_id || gconn != connector {
+            if revoked.is_some()
+                || expires < now
+                || gc != client_id
+                || connector.is_some_and(|c| c != gconn)
+            {
                 return Err(AuthError::InvalidGrant(refused));
             }
             tx.execute(
@@ -974,12 +978,12 @@ mod tests {
             (VERIFIER, c.id.as_str(), REDIRECT, "files"),
         ] {
             let e = auth
-                .exchange(&code, verifier, client_id, redirect_uri, connector)
+                .exchange(&code, verifier, client_id, redirect_uri, Some(connector))
                 .unwrap_err();
             assert_eq!(e.code(), "invalid_grant");
         }
         let issued = auth
-            .exchange(&code, VERIFIER, &c.id, REDIRECT, "core")
+            .exchange(&code, VERIFIER, &c.id, REDIRECT, Some("core"))
             .unwrap();
         assert_eq!(
             auth.check(&issued.access_token, "core").unwrap().grant_id,
@@ -995,7 +999,7 @@ mod tests {
         assert!(auth.check(&issued.refresh_token, "core").is_err());
         // The same code again: refused, and what it gave is taken back.
         assert!(
-            auth.exchange(&code, VERIFIER, &c.id, REDIRECT, "core")
+            auth.exchange(&code, VERIFIER, &c.id, REDIRECT, Some("core"))
                 .is_err()
         );
         assert!(auth.check(&issued.access_token, "core").is_err());
@@ -1007,17 +1011,25 @@ mod tests {
         let c = client(&auth);
         let code = approved_code(&auth, &c, "core");
         let first = auth
-            .exchange(&code, VERIFIER, &c.id, REDIRECT, "core")
+            .exchange(&code, VERIFIER, &c.id, REDIRECT, Some("core"))
             .unwrap();
-        assert!(auth.refresh(&first.refresh_token, &c.id, "files").is_err());
-        let second = auth.refresh(&first.refresh_token, &c.id, "core").unwrap();
+        assert!(
+            auth.refresh(&first.refresh_token, &c.id, Some("files"))
+                .is_err()
+        );
+        let second = auth
+            .refresh(&first.refresh_token, &c.id, Some("core"))
+            .unwrap();
         assert!(auth.check(&second.access_token, "core").is_ok());
         let e = auth
-            .refresh(&first.refresh_token, &c.id, "core")
+            .refresh(&first.refresh_token, &c.id, Some("core"))
             .unwrap_err();
         assert_eq!(e.code(), "invalid_grant");
         assert!(auth.check(&second.access_token, "core").is_err());
-        assert!(auth.refresh(&second.refresh_token, &c.id, "core").is_err());
+        assert!(
+            auth.refresh(&second.refresh_token, &c.id, Some("core"))
+                .is_err()
+        );
         assert!(auth.grants().unwrap().is_empty());
     }
 
@@ -1027,7 +1039,7 @@ mod tests {
         let c = client(&auth);
         let code = approved_code(&auth, &c, "core");
         let issued = auth
-            .exchange(&code, VERIFIER, &c.id, REDIRECT, "core")
+            .exchange(&code, VERIFIER, &c.id, REDIRECT, Some("core"))
             .unwrap();
         clock.fetch_add(ACCESS_TOKEN_MS + 1, Ordering::SeqCst);
         assert_eq!(
@@ -1036,13 +1048,18 @@ mod tests {
                 .to_string(),
             "the access token expired"
         );
-        let again = auth.refresh(&issued.refresh_token, &c.id, "core").unwrap();
+        let again = auth
+            .refresh(&issued.refresh_token, &c.id, Some("core"))
+            .unwrap();
         let listed = auth.grants().unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].connector, "core");
         auth.revoke(&listed[0].id).unwrap();
         assert!(auth.check(&again.access_token, "core").is_err());
-        assert!(auth.refresh(&again.refresh_token, &c.id, "core").is_err());
+        assert!(
+            auth.refresh(&again.refresh_token, &c.id, Some("core"))
+                .is_err()
+        );
 
         // A request nobody approves expires, and cannot be approved after.
         let p = auth.begin(&request(&c, "core")).unwrap();
@@ -1060,7 +1077,7 @@ mod tests {
         let code = approved_code(&auth, &c, "core");
         clock.fetch_add(CODE_MS + 1, Ordering::SeqCst);
         assert!(
-            auth.exchange(&code, VERIFIER, &c.id, REDIRECT, "core")
+            auth.exchange(&code, VERIFIER, &c.id, REDIRECT, Some("core"))
                 .is_err()
         );
     }
@@ -1149,7 +1166,7 @@ mod tests {
                 .unwrap()
         };
         let issued = auth
-            .exchange(&code, VERIFIER, &c.id, REDIRECT, "core")
+            .exchange(&code, VERIFIER, &c.id, REDIRECT, Some("core"))
             .unwrap();
         drop(auth);
         let mut bytes = Vec::new();

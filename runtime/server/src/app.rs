@@ -61,6 +61,8 @@ pub struct App {
     pub recorder: Arc<crate::recorder::Recorder>,
     /// Worker agents.
     pub agents: Arc<agents::Agents>,
+    /// The OAuth sign-in of the connectors that use it (a public host is set).
+    pub sign_in: Option<transport::signin::SignIn>,
 }
 
 impl std::fmt::Debug for App {
@@ -271,6 +273,24 @@ impl App {
         if live.on(generated::Permission::SessionRecording) {
             recorder.import_in_background();
         }
+        // Opened whenever a public host names an issuer, so grants stay listable and
+        // revocable even while every connector is back on its URL secret.
+        let sign_in = match settings.issuer() {
+            None => None,
+            Some(issuer) => {
+                match oauth::Auth::open(&settings.state_dir.join(oauth::AUTH_DB)) {
+                    Ok(store) => Some(transport::signin::SignIn {
+                        store: Arc::new(store),
+                        issuer,
+                    }),
+                    Err(e) => {
+                        // A connector that signs in with OAuth would open to nobody; say
+                        // why at start instead.
+                        return Err(vec![format!("cannot open the sign-in store: {e}")]);
+                    }
+                }
+            }
+        };
         let reload = crate::reload::Reloader::new(
             live,
             settings.clone(),
@@ -303,6 +323,7 @@ impl App {
             terminal,
             recorder,
             agents,
+            sign_in,
         })
     }
 

@@ -61,6 +61,11 @@ pub trait Served: Send + Sync + 'static {
     fn record(&self, _call: &recordings::Call<'_>) {}
     /// Secrets (connector tokens) that must never be recorded or shown.
     fn learn_secrets(&self, _secrets: Vec<String>) {}
+    /// The OAuth sign-in, when a public host names its issuer. Without one, a connector whose
+    /// `auth` is OAuth opens to nobody.
+    fn sign_in(&self) -> Option<transport::signin::SignIn> {
+        None
+    }
     /// The upstream tools `connector` lists beside its own (the Gateway's), as the live
     /// permissions and policies let its caller see them.
     fn upstream_tools(
@@ -167,6 +172,10 @@ impl Served for App {
         self.recorder.add_secrets(secrets);
     }
 
+    fn sign_in(&self) -> Option<transport::signin::SignIn> {
+        self.sign_in.clone()
+    }
+
     fn progressive(&self, connector: &str) -> bool {
         self.settings.progressive.iter().any(|c| c == connector)
     }
@@ -191,6 +200,12 @@ impl agents::WorkerHost for App {
 #[derive(Debug)]
 pub struct Connectors<S: Served>(pub Arc<S>);
 
+impl<S: Served> Clone for Connectors<S> {
+    fn clone(&self) -> Self {
+        Connectors(self.0.clone())
+    }
+}
+
 impl<S: Served> transport::Handlers for Connectors<S> {
     type Handler = ConnectorServer<S>;
 
@@ -209,6 +224,46 @@ impl<S: Served> transport::Handlers for Connectors<S> {
     fn learn_secrets(&self, secrets: Vec<String>) {
         self.0.learn_secrets(secrets);
     }
+
+    fn sign_in(&self) -> Option<transport::signin::SignIn> {
+        self.0.sign_in()
+    }
+
+    fn sign_in_event(&self, event: transport::signin::Event<'_>) {
+        audit_sign_in(self.0.audit(), &event);
+    }
+}
+
+/// One audit line for a sign-in event: `tool` is `sign-in`, what happened and who asked are
+/// its attempted inputs.
+pub fn audit_sign_in(audit: &Audit, event: &transport::signin::Event<'_>) {
+    let refused = event.outcome != "ok" && event.outcome != "waiting";
+    audit.record(&mut Entry {
+        ts_ms: now_ms(),
+        connector: event.connector,
+        tool: "sign-in",
+        decision: if refused { "deny" } else { "allow" },
+        decisions: Vec::new(),
+        more_decisions: 0,
+        input: None,
+        outcome: event.outcome,
+        duration_us: 0,
+        labels: Vec::new(),
+        attempted: vec![
+            Attempt {
+                input: "event",
+                value: event.what.to_string(),
+                command: false,
+            },
+            Attempt {
+                input: "client",
+                value: event.client.chars().take(200).collect(),
+                command: false,
+            },
+        ],
+        call: None,
+        phase: None,
+    });
 }
 
 /// The MCP server of one connector. Cheap to clone: the HTTP transport makes one per request.

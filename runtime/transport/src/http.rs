@@ -40,8 +40,10 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
-use config::Settings;
+use config::{AuthMode, Settings};
 use state_dir::LiveTokens;
+
+use crate::signin::SignIn;
 
 use crate::service::Handlers;
 
@@ -184,6 +186,8 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// The tunnel's public authority, when one was given.
     pub public_host: Option<String>,
+    /// How each connector is opened (URL secret, OAuth, both).
+    pub auth: Vec<(&'static str, AuthMode)>,
 }
 
 impl From<&Settings> for HttpOptions {
@@ -195,6 +199,7 @@ impl From<&Settings> for HttpOptions {
             allowed_hosts: s.allowed_hosts.clone(),
             allowed_origins: s.allowed_origins.clone(),
             public_host: s.public_host.clone(),
+            auth: s.auth_modes(),
         }
     }
 }
@@ -256,6 +261,11 @@ struct Endpoints<C: Handlers> {
     in_flight: Semaphore,
     /// [`BODY_BUDGET_BYTES`] in KiB.
     body_kib: Semaphore,
+    /// How each connector is opened.
+    auth: Vec<(&'static str, AuthMode)>,
+    /// The OAuth sign-in, when a connector uses it.
+    sign_in: Option<SignIn>,
+    handlers: Arc<C>,
 }
 
 /// The token of an `Authorization: Bearer` header.
@@ -338,14 +348,63 @@ impl<C: Handlers> Endpoints<C> {
         if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
             return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
         }
+        let request = match &self.sign_in {
+            Some(sign_in) => match sign_in.answer(&*self.handlers, &self.auth, request).await {
+                Ok(answered) => return answered,
+                Err(request) => request,
+            },
+            None => request,
+        };
         let path = request.uri().path();
-        let token = match path.strip_prefix('/').map(|p| p.split_once('/')) {
-            Some(Some((token, "mcp"))) => Some(token.to_string()),
-            Some(None) if path == "/mcp" => bearer(&request).map(str::to_string),
+        let first = match path.strip_prefix('/').map(|p| p.split_once('/')) {
+            Some(Some((first, "mcp"))) => Some(first),
             _ => None,
         };
-        let Some(connector) = token.and_then(|t| self.tokens.get().connector_for(&t)) else {
-            return StatusCode::NOT_FOUND.into_response();
+        // `/<connector>/mcp` of a connector that signs in with OAuth: its bearer token decides.
+        let signed_in = first.and_then(|f| {
+            self.auth
+                .iter()
+                .find(|(c, m)| *c == f && m.oauth())
+                .map(|(c, _)| *c)
+        });
+        let connector = if let (Some(connector), Some(sign_in)) = (signed_in, &self.sign_in) {
+            if let Err(refused) = sign_in.gate(&*self.handlers, connector, bearer(&request)) {
+                if self.refused.ready_for("sign-in") {
+                    tracing::warn!(
+                        connector,
+                        "refused a request without a valid sign-in token (401); the client is told where to sign in, and the user approves it on the control page"
+                    );
+                }
+                return refused;
+            }
+            connector
+        } else {
+            let token = match first {
+                Some(token) => Some(token.to_string()),
+                None if path == "/mcp" => bearer(&request).map(str::to_string),
+                None => None,
+            };
+            let Some(connector) = token.and_then(|t| self.tokens.get().connector_for(&t)) else {
+                return StatusCode::NOT_FOUND.into_response();
+            };
+            if !self
+                .auth
+                .iter()
+                .any(|(c, m)| *c == connector && m.url_secret())
+            {
+                if self.refused.ready_for("url-secret") {
+                    tracing::warn!(
+                        connector,
+                        "refused the connector's URL secret (403): this connector signs in with OAuth (auth = \"oauth\"); give the client its sign-in URL, or set [auth] {connector} = \"both\" during a change-over"
+                    );
+                }
+                return (
+                    StatusCode::FORBIDDEN,
+                    "Forbidden: this connector signs in with OAuth; the URL secret alone opens nothing",
+                )
+                    .into_response();
+            }
+            connector
         };
         let Some((_, service)) = self.services.iter().find(|(c, _)| *c == connector) else {
             return StatusCode::NOT_FOUND.into_response();
@@ -422,7 +481,13 @@ pub fn router<C: Handlers>(
             format!("http://[::1]:{port}"),
         ]);
     }
+    let sign_in = handlers
+        .sign_in()
+        .filter(|_| settings.auth.iter().any(|(_, m)| m.oauth()));
     let endpoints = Arc::new(Endpoints::<C> {
+        auth: settings.auth.clone(),
+        sign_in,
+        handlers: Arc::new(handlers.clone()),
         hosts,
         refused: Throttle::default(),
         tokens,
@@ -502,7 +567,24 @@ pub fn listen<C: Handlers>(
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
         for name in &names {
-            if let Some(token) = first.get(name) {
+            let mode = settings
+                .auth
+                .iter()
+                .find(|(c, _)| c == name)
+                .map_or(AuthMode::UrlSecret, |(_, m)| *m);
+            if let (true, Some(public)) = (mode.oauth(), &settings.public_host) {
+                // No secret in these: the client signs in, and the user approves it.
+                let _ = writeln!(
+                    out,
+                    "{name} {}",
+                    config::urls::connector_url_without_secret(addr, name)
+                );
+                let _ = writeln!(
+                    out,
+                    "{name}@public {}",
+                    config::urls::oauth_url(public, name)
+                );
+            } else if let Some(token) = first.get(name) {
                 let _ = writeln!(out, "{name} {}", config::urls::connector_url(addr, token));
                 if let Some(public) = &settings.public_host {
                     let _ = writeln!(

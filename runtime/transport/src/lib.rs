@@ -6,6 +6,7 @@
 pub mod http;
 pub mod peer;
 mod service;
+pub mod signin;
 pub mod stdio;
 pub mod stdio_lines;
 

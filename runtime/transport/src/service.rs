@@ -14,7 +14,7 @@ use tower::ServiceExt;
 
 /// The MCP handlers the transports serve: one per connector. The server implements it; the
 /// transports know nothing else of it.
-pub trait Handlers: Send + Sync + 'static {
+pub trait Handlers: Clone + Send + Sync + 'static {
     /// One connector's MCP handler.
     type Handler: rmcp::ServerHandler + Clone + Send + Sync + 'static;
     /// The handler of `connector` over stateless HTTP, where each request stands alone.
@@ -27,6 +27,10 @@ pub trait Handlers: Send + Sync + 'static {
     ) -> Self::Handler;
     /// Secrets (connector tokens made at start) that must never be recorded or shown.
     fn learn_secrets(&self, secrets: Vec<String>);
+    /// The OAuth sign-in of the connectors that use it (a public host is set), if any.
+    fn sign_in(&self) -> Option<crate::signin::SignIn>;
+    /// Audits a sign-in event.
+    fn sign_in_event(&self, event: crate::signin::Event<'_>);
 }
 
 /// Largest request body.

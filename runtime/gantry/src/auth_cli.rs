@@ -1,0 +1,102 @@
+//! `gantry auth`: the user's side of the public connectors' sign-in, from a terminal (a
+//! machine without a browser approves here what the control page would show).
+
+use config::Settings;
+use config::cli::AuthCommand;
+use oauth::{Approval, Auth};
+
+fn when(ms: i64) -> String {
+    let at =
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
+fn open(settings: &Settings) -> Result<Auth, String> {
+    let path = settings.state_dir.join(oauth::AUTH_DB);
+    if !path.exists() {
+        return Err(format!(
+            "no sign-in store at {}: no server with a public host (--public-host) has run with this state directory",
+            path.display()
+        ));
+    }
+    Auth::open(&path).map_err(|e| e.to_string())
+}
+
+fn audit(settings: &Settings, connector: &str, what: &'static str, client: &str) {
+    match audit::Audit::open(&settings.state_dir, settings.audit_command_lines) {
+        Ok(log) => server::server::audit_sign_in(
+            &log,
+            &transport::signin::Event {
+                connector,
+                what,
+                client,
+                outcome: "ok",
+            },
+        ),
+        Err(e) => eprintln!("gantry: the audit log could not be opened: {e}"),
+    }
+}
+
+/// Runs one `gantry auth` command; what it did goes to stdout, problems to the error.
+pub fn run(command: AuthCommand) -> Result<(), String> {
+    let (AuthCommand::List { common }
+    | AuthCommand::Approve { common, .. }
+    | AuthCommand::Deny { common, .. }
+    | AuthCommand::Revoke { common, .. }) = &command;
+    let settings = Settings::resolve(common).map_err(|e| {
+        e.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
+    let store = open(&settings)?;
+    match &command {
+        AuthCommand::List { .. } => {
+            let pending = store.pending().map_err(|e| e.to_string())?;
+            println!("waiting for approval: {}", pending.len());
+            for p in &pending {
+                println!(
+                    "  {}  {} asks for {} (answer goes to {}), since {}",
+                    p.user_code,
+                    p.client_name,
+                    p.connector,
+                    p.redirect_host,
+                    when(p.created_ms)
+                );
+            }
+            let grants = store.grants().map_err(|e| e.to_string())?;
+            println!("grants in force: {}", grants.len());
+            for g in &grants {
+                println!(
+                    "  {}  {} on {}, approved {}, last used {}",
+                    g.id,
+                    g.client_name,
+                    g.connector,
+                    when(g.created_ms),
+                    when(g.last_used_ms)
+                );
+            }
+        }
+        AuthCommand::Approve { code, .. } | AuthCommand::Deny { code, .. } => {
+            let (approval, what, said) = match command {
+                AuthCommand::Approve { .. } => (Approval::Approve, "approve", "approved"),
+                _ => (Approval::Deny, "deny", "refused"),
+            };
+            let p = store.decide(code, approval).map_err(|e| e.to_string())?;
+            audit(&settings, &p.connector, what, &p.client_name);
+            println!(
+                "{said}: {} ({}) for {}; its page moves on within seconds",
+                p.client_name, p.redirect_host, p.connector
+            );
+        }
+        AuthCommand::Revoke { grant, .. } => {
+            let g = store.revoke(grant).map_err(|e| e.to_string())?;
+            audit(&settings, &g.connector, "revoke", &g.client_name);
+            println!(
+                "revoked: {} on {}; its tokens stop working at their next request",
+                g.client_name, g.connector
+            );
+        }
+    }
+    Ok(())
+}
