@@ -369,11 +369,23 @@ async fn client_setups_carry_the_real_url_or_command() {
         String::from_utf8(out.stdout).unwrap()
     };
     let chatgpt = run("chatgpt", &["--public-host", "gantry.example.com"]);
+    // Through a public host the connector signs in: its URL holds no secret.
     assert!(
-        chatgpt.contains(&format!(
-            "MCP Server URL: https://gantry.example.com/{token}/mcp"
-        )),
+        chatgpt.contains("MCP Server URL: https://gantry.example.com/core/mcp")
+            && chatgpt.contains("Authentication: OAuth")
+            && chatgpt.contains("gantry auth approve CODE")
+            && !chatgpt.contains(&token),
         "{chatgpt}"
+    );
+    // Kept on its URL secret by the config, it says so.
+    sb.config("[auth]\ncore = \"url-secret\"\n");
+    let kept = run("chatgpt", &["--public-host", "gantry.example.com"]);
+    sb.config("");
+    assert!(
+        kept.contains(&format!(
+            "MCP Server URL: https://gantry.example.com/{token}/mcp"
+        )) && kept.contains("No authentication"),
+        "{kept}"
     );
     assert!(
         chatgpt.contains("--public-host gantry.example.com"),
@@ -483,8 +495,9 @@ async fn every_connector_gets_its_own_setup() {
         let out = run("chatgpt", c.name);
         let text = String::from_utf8(out.stdout).unwrap();
         let token = server.token(c.name);
+        // A connector signs in through the public host: its own name, never its secret.
         assert!(
-            text.contains(&format!("/{token}/mcp")),
+            text.contains(&format!("/{}/mcp", c.name)) && !text.contains(&token),
             "{}: {text}",
             c.name
         );

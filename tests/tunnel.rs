@@ -56,10 +56,30 @@ async fn statuses(url: &str, host: &str) -> (u16, u16) {
 async fn the_url_a_tunnel_prints_is_taken_as_the_public_host_and_its_requests_are_served() {
     let sb = Sandbox::new();
     sb.write("a.txt", "x\n");
+    // `core` kept on its URL secret; the others sign in (the default with a public host).
+    sb.config("[auth]\ncore = \"url-secret\"\n");
     let server = sb
         .http(&["--public-host", "https://abc-def.trycloudflare.com/"])
         .await;
     let token = server.token("core");
+    assert_eq!(
+        server.public["files"],
+        "https://abc-def.trycloudflare.com/files/mcp"
+    );
+    // The sign-in's issuer is the tunnel's https name, whatever Host reached gantry.
+    let metadata: serde_json::Value = reqwest::Client::new()
+        .get(format!(
+            "{}/.well-known/oauth-authorization-server",
+            server.base()
+        ))
+        .header("host", "abc-def.trycloudflare.com")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(metadata["issuer"], "https://abc-def.trycloudflare.com");
     assert_eq!(
         server.public["core"],
         format!("https://abc-def.trycloudflare.com/{token}/mcp")

@@ -47,6 +47,7 @@ fn main() -> ExitCode {
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
         public_host: None,
+        auth: Vec::new(),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -89,7 +89,23 @@ pub fn render(
                 .public_host
                 .as_deref()
                 .unwrap_or("<your-tunnel-host>");
-            let public = crate::urls::public_url(host, token);
+            // Served with a public host, a connector signs in with OAuth unless `[auth]`
+            // keeps it on its URL secret.
+            let oauth = settings.auth.get(connector).is_none_or(|mode| mode.oauth());
+            let (public, authentication) = if oauth {
+                (
+                    crate::urls::oauth_url(host, connector),
+                    "#    Authentication: OAuth; leave the client ID and secret empty (ChatGPT registers itself)\n\
+                     # 4. ChatGPT opens gantry's sign-in page, which shows a code. Approve that code on the\n\
+                     #    control page (`gantry admin` prints its address) or with `gantry auth approve CODE`.\n\
+                     #    `gantry auth list` shows who is signed in; `gantry auth revoke ID` ends it.\n",
+                )
+            } else {
+                (
+                    crate::urls::public_url(host, token),
+                    "#    Authentication: No authentication (the secret is in the URL)\n",
+                )
+            };
             let serve = http_command(
                 &exe,
                 settings,
@@ -104,8 +120,8 @@ pub fn render(
                  {serve}\n\
                  # 3. ChatGPT > Settings > Apps & Connectors > Advanced > Developer mode > Create:\n\
                  #    MCP Server URL: {public}\n\
-                 #    Authentication: No authentication (the secret is in the URL)\n\
-                 # 4. After changing permissions or upgrading gantry, press Refresh on the connector.\n",
+                 {authentication}\
+                 # After changing permissions or upgrading gantry, press Refresh on the connector.\n",
                 port = settings.port,
             );
             let hint = settings.public_host.is_none().then_some(

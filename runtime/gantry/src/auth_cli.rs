@@ -49,6 +49,15 @@ pub fn run(command: AuthCommand) -> Result<(), String> {
             .collect::<Vec<_>>()
             .join("\n")
     })?;
+    if matches!(command, AuthCommand::Approve { .. })
+        && std::env::var_os(terminal::process_tree::TAG_VAR).is_some()
+    {
+        // A tripwire like the control page's, not a boundary: a command can clear its
+        // environment. It stops the plain case of a model asked to approve its own way in.
+        return Err(
+            "gantry auth approve refuses to run inside a command gantry started: approving a sign-in is the user's act, never the model's; run it in your own terminal".into(),
+        );
+    }
     let store = open(&settings)?;
     match &command {
         AuthCommand::List { .. } => {

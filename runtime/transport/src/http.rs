@@ -186,8 +186,22 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// The tunnel's public authority, when one was given.
     pub public_host: Option<String>,
-    /// How each connector is opened (URL secret, OAuth, both).
+    /// How each connector is opened (URL secret, OAuth, both); one not listed is opened by
+    /// its URL secret.
     pub auth: Vec<(&'static str, AuthMode)>,
+}
+
+impl HttpOptions {
+    /// How `connector` is opened.
+    pub fn mode_of(&self, connector: &str) -> AuthMode {
+        mode_in(&self.auth, connector)
+    }
+}
+
+fn mode_in(auth: &[(&'static str, AuthMode)], connector: &str) -> AuthMode {
+    auth.iter()
+        .find(|(c, _)| *c == connector)
+        .map_or(AuthMode::UrlSecret, |(_, m)| *m)
 }
 
 impl From<&Settings> for HttpOptions {
@@ -368,11 +382,19 @@ impl<C: Handlers> Endpoints<C> {
                 .map(|(c, _)| *c)
         });
         let connector = if let (Some(connector), Some(sign_in)) = (signed_in, &self.sign_in) {
-            if let Err(refused) = sign_in.gate(&*self.handlers, connector, bearer(&request)) {
-                if self.refused.ready_for("sign-in") {
+            let token = bearer(&request);
+            if let Some(refused) = sign_in.gate(&*self.handlers, connector, token) {
+                // A client's first request carries no token: that is how it learns where to
+                // sign in. A token refused is worth the user's attention.
+                if token.is_none() {
+                    tracing::info!(
+                        connector,
+                        "a request without a sign-in token was told where to sign in (401)"
+                    );
+                } else if self.refused.ready_for("sign-in") {
                     tracing::warn!(
                         connector,
-                        "refused a request without a valid sign-in token (401); the client is told where to sign in, and the user approves it on the control page"
+                        "refused a sign-in token that is expired, revoked or for another connector (401); the client signs in again, and you approve it on the control page"
                     );
                 }
                 return refused;
@@ -387,11 +409,7 @@ impl<C: Handlers> Endpoints<C> {
             let Some(connector) = token.and_then(|t| self.tokens.get().connector_for(&t)) else {
                 return StatusCode::NOT_FOUND.into_response();
             };
-            if !self
-                .auth
-                .iter()
-                .any(|(c, m)| *c == connector && m.url_secret())
-            {
+            if !mode_in(&self.auth, connector).url_secret() {
                 if self.refused.ready_for("url-secret") {
                     tracing::warn!(
                         connector,
@@ -567,11 +585,7 @@ pub fn listen<C: Handlers>(
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
         for name in &names {
-            let mode = settings
-                .auth
-                .iter()
-                .find(|(c, _)| c == name)
-                .map_or(AuthMode::UrlSecret, |(_, m)| *m);
+            let mode = settings.mode_of(name);
             if let (true, Some(public)) = (mode.oauth(), &settings.public_host) {
                 // No secret in these: the client signs in, and the user approves it.
                 let _ = writeln!(

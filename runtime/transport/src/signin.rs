@@ -181,9 +181,9 @@ impl SignIn {
     }
 
     /// The connector among `modes` (those signing in with OAuth) that `resource` names.
-    fn connector_of<'m>(
+    fn connector_of(
         &self,
-        modes: &'m [(&'static str, AuthMode)],
+        modes: &[(&'static str, AuthMode)],
         resource: &str,
     ) -> Result<&'static str, AuthError> {
         let resource = resource.trim_end_matches('/');
@@ -506,13 +506,13 @@ impl SignIn {
     }
 
     /// The gate in front of `connector`: its bearer token must be a live access token for
-    /// it. A refusal is a 401 that tells the client where to sign in.
+    /// it. Returns the refusal, if any: a 401 that tells the client where to sign in.
     pub(crate) fn gate<C: Handlers>(
         &self,
         handlers: &C,
         connector: &'static str,
         token: Option<&str>,
-    ) -> Result<(), Response> {
+    ) -> Option<Response> {
         let metadata = self.metadata_url(connector);
         let refuse = |e: Option<&AuthError>| {
             let challenge = match e {
@@ -532,10 +532,10 @@ impl SignIn {
             r
         };
         let Some(token) = token else {
-            return Err(refuse(None));
+            return Some(refuse(None));
         };
         match self.store.check(token, connector) {
-            Ok(_) => Ok(()),
+            Ok(_) => None,
             Err(e) => {
                 handlers.sign_in_event(Event {
                     connector,
@@ -544,12 +544,12 @@ impl SignIn {
                     outcome: e.code(),
                 });
                 if matches!(e, AuthError::Store(_)) {
-                    return Err(
+                    return Some(
                         (StatusCode::SERVICE_UNAVAILABLE, "the sign-in store failed")
                             .into_response(),
                     );
                 }
-                Err(refuse(Some(&e)))
+                Some(refuse(Some(&e)))
             }
         }
     }
