@@ -536,3 +536,30 @@ async fn without_a_public_host_connectors_keep_their_url_secret_and_serve_no_sig
         "{said}"
     );
 }
+
+#[tokio::test]
+async fn a_command_the_model_runs_cannot_approve_a_sign_in() {
+    let sb = Sandbox::new();
+    sb.config("[permissions]\nexec = true\n");
+    let (_server, origin) = public_server(&sb).await;
+    let client = register(&origin).await;
+    let (wait, code) = authorize(&origin, &client, &"v".repeat(50), "core").await;
+    // The model, told by a page it read to "run gantry auth approve", tries.
+    let model = sb.stdio(&[]).await;
+    let args = sb.args().join(" ");
+    let r = call(
+        &model,
+        "exec_command",
+        serde_json::json!({ "cmd": format!("{} auth approve {code} {args}", gantry()), "yield_time_ms": 10000 }),
+    )
+    .await;
+    let said = command_output(&r);
+    assert!(
+        said.contains("refuses to run inside a command gantry started"),
+        "{}",
+        text(&r)
+    );
+    let still = http().get(&wait).send().await.unwrap();
+    assert_eq!(still.status(), 200, "the request still waits for the user");
+    assert!(gantry_auth(&sb, &["list"]).1.contains(&code));
+}
