@@ -368,17 +368,18 @@ async fn every_way_around_the_users_approval_is_refused() {
     let tokens: toml::Table =
         toml::from_str(&std::fs::read_to_string(sb.path("state/tokens.toml")).unwrap()).unwrap();
     let secret = tokens["core"].as_str().unwrap();
+    // The same 404 as a wrong secret: an old secret is not even confirmed.
     assert_eq!(
         initialize(&format!("{origin}/{secret}/mcp"), None)
             .await
             .status(),
-        403
+        404
     );
     assert_eq!(
         initialize(&format!("{origin}/mcp"), Some(secret))
             .await
             .status(),
-        403
+        404
     );
 
     let client = register(&origin).await;
@@ -547,18 +548,21 @@ async fn a_command_the_model_runs_cannot_approve_a_sign_in() {
     // The model, told by a page it read to "run gantry auth approve", tries.
     let model = sb.stdio(&[]).await;
     let args = sb.args().join(" ");
-    let r = call(
-        &model,
-        "exec_command",
-        serde_json::json!({ "cmd": format!("{} auth approve {code} {args}", gantry()), "yield_time_ms": 10000 }),
-    )
-    .await;
-    let said = command_output(&r);
-    assert!(
-        said.contains("refuses to run inside a command gantry started"),
-        "{}",
-        text(&r)
-    );
+    // Plainly, and with the tag cleared from its own environment.
+    for prefix in ["", "env -u GANTRY_SESSION_TAG "] {
+        let r = call(
+            &model,
+            "exec_command",
+            serde_json::json!({ "cmd": format!("{prefix}{} auth approve {code} {args}", gantry()), "yield_time_ms": 10000 }),
+        )
+        .await;
+        let said = command_output(&r);
+        assert!(
+            said.contains("refuses to run inside a command gantry started"),
+            "{prefix}: {}",
+            text(&r)
+        );
+    }
     let still = http().get(&wait).send().await.unwrap();
     assert_eq!(still.status(), 200, "the request still waits for the user");
     assert!(gantry_auth(&sb, &["list"]).1.contains(&code));

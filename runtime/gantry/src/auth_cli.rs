@@ -50,13 +50,13 @@ pub fn run(command: AuthCommand) -> Result<(), String> {
             .join("\n")
     })?;
     if matches!(command, AuthCommand::Approve { .. })
-        && std::env::var_os(terminal::process_tree::TAG_VAR).is_some()
+        && let Some(why) = transport::peer::this_process_started_by_gantry()
     {
-        // A tripwire like the control page's, not a boundary: a command can clear its
-        // environment. It stops the plain case of a model asked to approve its own way in.
-        return Err(
-            "gantry auth approve refuses to run inside a command gantry started: approving a sign-in is the user's act, never the model's; run it in your own terminal".into(),
-        );
+        // A tripwire like the control page's, not a boundary (a command can detach itself):
+        // it stops a model asked to approve its own way in.
+        return Err(format!(
+            "gantry auth approve refuses to run inside a command gantry started ({why}): approving a sign-in is the user's act, never the model's; run it in your own terminal"
+        ));
     }
     let store = open(&settings)?;
     match &command {

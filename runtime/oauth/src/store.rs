@@ -21,9 +21,13 @@ pub const CODE_MS: i64 = 60 * 1000;
 pub const ACCESS_TOKEN_MS: i64 = 60 * 60 * 1000;
 /// How long a refresh token works (each use replaces it).
 pub const REFRESH_TOKEN_MS: i64 = 30 * 24 * 60 * 60 * 1000;
-/// Requests waiting for the user at once: anyone who reaches the public host can start one,
-/// and the user's list must stay short enough to read.
-pub const MAX_PENDING: i64 = 10;
+/// Requests waiting for the user at once, and per client: anyone who reaches the public host
+/// can start one. The user approves by typing the code their own page shows, so the list
+/// need not stay short to be safe; it stays bounded.
+pub const MAX_PENDING: i64 = 50;
+const MAX_PENDING_PER_CLIENT: i64 = 3;
+/// Spent refresh tokens kept per grant (to recognise one presented again).
+const SPENT_KEPT: i64 = 20;
 /// Registered clients kept: registration needs no credential, so the oldest clients that
 /// hold no grant make room.
 const MAX_CLIENTS: i64 = 200;
@@ -182,6 +186,8 @@ pub struct Issued {
     pub expires_in: i64,
     /// The grant they belong to.
     pub grant_id: String,
+    /// Its client's name.
+    pub client_name: String,
 }
 
 /// Who an access token speaks for.
@@ -271,8 +277,11 @@ fn normalize_code(typed: &str) -> String {
 
 /// A name fit to show: control characters dropped, bounded.
 fn clean_name(name: &str) -> String {
+    // Control characters, and the invisible ones that reorder or hide text (bidi controls,
+    // zero-width marks), which could make one name look like another.
+    let invisible = |c: char| matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}' | '\u{061C}' | '\u{180E}' | '\u{00AD}');
     name.chars()
-        .filter(|c| !c.is_control())
+        .filter(|c| !c.is_control() && !invisible(*c))
         .take(MAX_NAME_CHARS)
         .collect::<String>()
         .trim()
@@ -423,12 +432,14 @@ impl Auth {
                 params![id, name, uris, now],
             )?;
             // Registration is open to anyone on the public host: the oldest clients that
-            // hold no grant go first.
+            // hold no grant go first; one with a request not yet over is kept too.
             tx.execute(
                 "DELETE FROM client WHERE id IN (
-                   SELECT id FROM client WHERE id NOT IN (SELECT client_id FROM grants WHERE revoked_ms IS NULL)
+                   SELECT id FROM client
+                   WHERE id NOT IN (SELECT client_id FROM grants WHERE revoked_ms IS NULL)
+                     AND id NOT IN (SELECT client_id FROM request WHERE created_ms >= ?2)
                    ORDER BY created_ms DESC LIMIT -1 OFFSET ?1)",
-                params![MAX_CLIENTS],
+                params![MAX_CLIENTS, now - REQUEST_WAIT_MS - CODE_MS],
             )?;
             Ok(())
         })?;
@@ -472,12 +483,18 @@ impl Auth {
                 "DELETE FROM request WHERE created_ms < ?1",
                 params![now - REQUEST_WAIT_MS - CODE_MS],
             )?;
-            let waiting: i64 = tx.query_row(
-                "SELECT COUNT(*) FROM request WHERE status = 'pending' AND created_ms >= ?1",
-                params![now - REQUEST_WAIT_MS],
-                |r| r.get(0),
+            // Counted as the user's list shows them: a request whose client is gone is gone.
+            tx.execute(
+                "DELETE FROM request WHERE client_id NOT IN (SELECT id FROM client)",
+                [],
             )?;
-            if waiting >= MAX_PENDING {
+            let (waiting, of_client): (i64, i64) = tx.query_row(
+                "SELECT COUNT(*), COALESCE(SUM(client_id = ?2), 0) FROM request
+                 WHERE status = 'pending' AND created_ms >= ?1",
+                params![now - REQUEST_WAIT_MS, req.client_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            if waiting >= MAX_PENDING || of_client >= MAX_PENDING_PER_CLIENT {
                 return Err(AuthError::Busy);
             }
             tx.execute(
@@ -860,6 +877,20 @@ fn issue(tx: &Connection, grant: &str, now: i64) -> Result<Issued, AuthError> {
         "DELETE FROM token WHERE grant_id = ?1 AND expires_ms < ?2",
         params![grant, now],
     )?;
+    tx.execute(
+        "DELETE FROM token WHERE hash IN (
+           SELECT hash FROM token WHERE grant_id = ?1 AND spent = 1
+           ORDER BY expires_ms DESC LIMIT -1 OFFSET ?2)",
+        params![grant, SPENT_KEPT],
+    )?;
+    let client_name: String = tx
+        .query_row(
+            "SELECT COALESCE(c.name, '') FROM grants g LEFT JOIN client c ON c.id = g.client_id WHERE g.id = ?1",
+            params![grant],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or_default();
     let access = secret()?;
     let refresh = secret()?;
     tx.execute(
@@ -877,6 +908,7 @@ fn issue(tx: &Connection, grant: &str, now: i64) -> Result<Issued, AuthError> {
         refresh_token: refresh,
         expires_in: ACCESS_TOKEN_MS / 1000,
         grant_id: grant.to_string(),
+        client_name,
     })
 }
 
@@ -1120,6 +1152,13 @@ mod tests {
             })
             .is_ok()
         );
+        let hidden = auth
+            .register(&Registration {
+                client_name: Some("Chat\u{202E}G\u{200B}PT\u{FEFF}".into()),
+                redirect_uris: vec![REDIRECT.into()],
+            })
+            .unwrap();
+        assert_eq!(hidden.name, "ChatGPT", "invisible characters are dropped");
         let c = client(&auth);
         let mut r = request(&c, "core");
         r.redirect_uri = "https://chatgpt.com/other";
@@ -1147,13 +1186,31 @@ mod tests {
         let (dir, auth, _) = store();
         let c = client(&auth);
         let mut handles = Vec::new();
-        for _ in 0..MAX_PENDING {
+        for _ in 0..MAX_PENDING_PER_CLIENT {
             handles.push(auth.begin(&request(&c, "core")).unwrap().handle);
         }
+        // One client cannot fill the list; many can, up to its bound.
         assert_eq!(
             auth.begin(&request(&c, "core")).unwrap_err().code(),
             "temporarily_unavailable"
         );
+        let others: Vec<Client> = (MAX_PENDING_PER_CLIENT..MAX_PENDING)
+            .map(|_| client(&auth))
+            .collect();
+        for o in &others {
+            auth.begin(&request(o, "core")).unwrap();
+        }
+        let late = client(&auth);
+        assert_eq!(
+            auth.begin(&request(&late, "core")).unwrap_err().code(),
+            "temporarily_unavailable"
+        );
+        // A flood of registrations drops no client whose request still waits.
+        for _ in 0..MAX_CLIENTS {
+            client(&auth);
+        }
+        assert_eq!(auth.pending().unwrap().len() as i64, MAX_PENDING);
+        assert!(auth.client(&c.id).unwrap().is_some());
         let code = {
             let p = auth.pending().unwrap()[0].user_code.clone();
             auth.decide(&p, Approval::Approve).unwrap();

@@ -279,10 +279,7 @@ impl App {
             None => None,
             Some(issuer) => {
                 match oauth::Auth::open(&settings.state_dir.join(oauth::AUTH_DB)) {
-                    Ok(store) => Some(transport::signin::SignIn {
-                        store: Arc::new(store),
-                        issuer,
-                    }),
+                    Ok(store) => Some(transport::signin::SignIn::new(Arc::new(store), issuer)),
                     Err(e) => {
                         // A connector that signs in with OAuth would open to nobody; say
                         // why at start instead.

@@ -413,14 +413,11 @@ impl<C: Handlers> Endpoints<C> {
                 if self.refused.ready_for("url-secret") {
                     tracing::warn!(
                         connector,
-                        "refused the connector's URL secret (403): this connector signs in with OAuth (auth = \"oauth\"); give the client its sign-in URL, or set [auth] {connector} = \"both\" during a change-over"
+                        "refused the connector's URL secret (404): this connector signs in with OAuth (auth = \"oauth\"); give the client its sign-in URL, or set [auth] {connector} = \"both\" during a change-over"
                     );
                 }
-                return (
-                    StatusCode::FORBIDDEN,
-                    "Forbidden: this connector signs in with OAuth; the URL secret alone opens nothing",
-                )
-                    .into_response();
+                // The same 404 as a wrong secret: the answer confirms no old secret.
+                return StatusCode::NOT_FOUND.into_response();
             }
             connector
         };

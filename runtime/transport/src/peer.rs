@@ -8,6 +8,24 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+/// Why this process looks started by gantry (a command the model ran), or `None`: its own
+/// or an ancestor's environment carries a command session's tag, or it runs in one of
+/// gantry's command cgroups. A tripwire, like the control page's: a command that detached
+/// itself, cleared its tag and left its cgroup looks like any program of the user's.
+pub fn this_process_started_by_gantry() -> Option<String> {
+    if std::env::var_os(terminal::process_tree::TAG_VAR).is_some() {
+        return Some("it carries a gantry command session's tag".into());
+    }
+    #[cfg(target_os = "linux")]
+    {
+        linux::ancestry_started_by_gantry()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 /// Why a connection cannot be trusted as the user's own, or `None` when it can.
 ///
 /// `peer` is the client's address as the server sees it, `local` the server's; `cgroup` is
@@ -108,6 +126,34 @@ mod linux {
     pub(super) fn parent_of(pid: u32) -> Option<u32> {
         let stat = terminal::procfs::stat(i32::try_from(pid).ok()?)?;
         u32::try_from(stat.ppid).ok()
+    }
+
+    pub fn ancestry_started_by_gantry() -> Option<String> {
+        let in_command_cgroup = terminal::procfs::own_cgroup().is_ok_and(|c| {
+            c.lines()
+                .any(|l| l.split('/').any(|part| part.starts_with("gantry.")))
+        });
+        if in_command_cgroup {
+            return Some("it runs in one of gantry's command cgroups".into());
+        }
+        let tag = format!("{}=", terminal::process_tree::TAG_VAR).into_bytes();
+        let mut at = std::process::id();
+        for _ in 0..256 {
+            match parent_of(at) {
+                Some(parent) if parent != 0 && parent != at => at = parent,
+                _ => break,
+            }
+            if i32::try_from(at)
+                .ok()
+                .and_then(terminal::procfs::environ)
+                .is_some_and(|env| env.iter().any(|kv| kv.starts_with(&tag)))
+            {
+                return Some(format!(
+                    "process {at}, one of its parents, carries a gantry command session's tag"
+                ));
+            }
+        }
+        None
     }
 
     pub fn started_by_gantry(

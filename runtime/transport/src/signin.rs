@@ -21,6 +21,10 @@ const MAX_FORM_BYTES: usize = 16 << 10;
 /// How often the waiting page looks again, in seconds.
 const WAIT_REFRESH_S: u32 = 2;
 
+/// How often one kind of refusal is audited: anyone on the internet can send them, and a
+/// line for each would roll the audit log over (and away what the model did) in minutes.
+const REFUSAL_AUDIT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The sign-in of a server with a public host.
 #[derive(Clone)]
 pub struct SignIn {
@@ -28,6 +32,8 @@ pub struct SignIn {
     pub store: Arc<Auth>,
     /// `https://<public host>`: the issuer, and the origin of the connectors' resources.
     pub issuer: String,
+    /// Per kind of refusal: when it was last audited, and how many since were not.
+    refusals: Arc<std::sync::Mutex<Vec<(&'static str, &'static str, std::time::Instant, u64)>>>,
 }
 
 impl std::fmt::Debug for SignIn {
@@ -167,6 +173,58 @@ async fn body_of(request: Request) -> Result<Vec<u8>, AuthError> {
 }
 
 impl SignIn {
+    /// The sign-in kept in `store`, issued as `issuer`.
+    pub fn new(store: Arc<Auth>, issuer: String) -> SignIn {
+        SignIn {
+            store,
+            issuer,
+            refusals: Arc::default(),
+        }
+    }
+
+    /// Audits `event`; a refusal at most once a minute per kind, the next line counting
+    /// those left out.
+    fn audit<C: Handlers>(&self, handlers: &C, event: Event<'_>, outcome: &'static str) {
+        let refused = outcome != "ok" && outcome != "waiting";
+        if !refused {
+            handlers.sign_in_event(event);
+            return;
+        }
+        let now = std::time::Instant::now();
+        let left_out = {
+            let mut seen = match self.refusals.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            match seen
+                .iter_mut()
+                .find(|(w, o, _, _)| *w == event.what && *o == outcome)
+            {
+                Some((_, _, at, skipped)) if now.duration_since(*at) < REFUSAL_AUDIT_EVERY => {
+                    *skipped += 1;
+                    return;
+                }
+                Some((_, _, at, skipped)) => {
+                    *at = now;
+                    std::mem::take(skipped)
+                }
+                None => {
+                    seen.push((event.what, outcome, now, 0));
+                    0
+                }
+            }
+        };
+        let client = if left_out > 0 {
+            format!("{} (and {left_out} more like it not logged)", event.client)
+        } else {
+            event.client.to_string()
+        };
+        handlers.sign_in_event(Event {
+            client: &client,
+            ..event
+        });
+    }
+
     /// The resource (RFC 8707) that names `connector`.
     pub fn resource(&self, connector: &str) -> String {
         format!("{}/{connector}/mcp", self.issuer)
@@ -239,8 +297,17 @@ impl SignIn {
                 Ok(self.wait(&p["/oauth/wait/".len()..]))
             }
             (Method::POST, "/oauth/token") => Ok(self.token(handlers, modes, request).await),
-            (_, p) if p.starts_with("/oauth/") || p.starts_with("/.well-known/oauth") => {
+            (
+                _,
+                "/.well-known/oauth-authorization-server"
+                | "/oauth/register"
+                | "/oauth/authorize"
+                | "/oauth/token",
+            ) => {
                 // No approval, nor anything else, is reachable here by another method.
+                Ok(StatusCode::METHOD_NOT_ALLOWED.into_response())
+            }
+            (_, p) if p.starts_with("/oauth/wait/") => {
                 Ok(StatusCode::METHOD_NOT_ALLOWED.into_response())
             }
             _ => Err(request),
@@ -276,12 +343,16 @@ impl SignIn {
         .await;
         match outcome {
             Ok(client) => {
-                handlers.sign_in_event(Event {
-                    connector: "-",
-                    what: "register",
-                    client: &client.name,
-                    outcome: "ok",
-                });
+                self.audit(
+                    handlers,
+                    Event {
+                        connector: "-",
+                        what: "register",
+                        client: &client.name,
+                        outcome: "ok",
+                    },
+                    "ok",
+                );
                 json(
                     StatusCode::CREATED,
                     &serde_json::json!({
@@ -296,12 +367,16 @@ impl SignIn {
                 )
             }
             Err(e) => {
-                handlers.sign_in_event(Event {
-                    connector: "-",
-                    what: "register",
-                    client: "-",
-                    outcome: e.code(),
-                });
+                self.audit(
+                    handlers,
+                    Event {
+                        connector: "-",
+                        what: "register",
+                        client: "-",
+                        outcome: e.code(),
+                    },
+                    e.code(),
+                );
                 oauth_error(StatusCode::BAD_REQUEST, &e)
             }
         }
@@ -342,29 +417,36 @@ impl SignIn {
         })();
         match outcome {
             Ok((pending, connector, name)) => {
-                handlers.sign_in_event(Event {
-                    connector,
-                    what: "authorize",
-                    client: &name,
-                    outcome: "waiting",
-                });
+                self.audit(
+                    handlers,
+                    Event {
+                        connector,
+                        what: "authorize",
+                        client: &name,
+                        outcome: "waiting",
+                    },
+                    "waiting",
+                );
+                // No code here: the user approves the one their own sign-in page shows, never
+                // one read off a log that anyone's request can write to.
                 tracing::warn!(
                     connector,
                     client = %name,
-                    code = %pending.user_code,
-                    "a client asks to sign in: if you started this, approve code {} on the control page or with `gantry auth approve {}`",
-                    pending.user_code,
-                    pending.user_code
+                    "a client asks to sign in; if you started it, approve it by typing the code your sign-in page shows on the control page, or with `gantry auth approve CODE`"
                 );
                 see_other(&format!("{}/oauth/wait/{}", self.issuer, pending.handle))
             }
             Err(e) => {
-                handlers.sign_in_event(Event {
-                    connector: "-",
-                    what: "authorize",
-                    client: "-",
-                    outcome: e.code(),
-                });
+                self.audit(
+                    handlers,
+                    Event {
+                        connector: "-",
+                        what: "authorize",
+                        client: "-",
+                        outcome: e.code(),
+                    },
+                    e.code(),
+                );
                 // Never sent back to a redirect URI that was not checked: the user reads it.
                 page(
                     StatusCode::BAD_REQUEST,
@@ -472,12 +554,16 @@ impl SignIn {
         let shown = connector.unwrap_or("-");
         match outcome {
             Ok(issued) => {
-                handlers.sign_in_event(Event {
-                    connector: shown,
-                    what,
-                    client: &issued.grant_id,
-                    outcome: "ok",
-                });
+                self.audit(
+                    handlers,
+                    Event {
+                        connector: shown,
+                        what,
+                        client: &issued.client_name,
+                        outcome: "ok",
+                    },
+                    "ok",
+                );
                 json(
                     StatusCode::OK,
                     &serde_json::json!({
@@ -489,12 +575,16 @@ impl SignIn {
                 )
             }
             Err(e) => {
-                handlers.sign_in_event(Event {
-                    connector: shown,
-                    what,
-                    client: "-",
-                    outcome: e.code(),
-                });
+                self.audit(
+                    handlers,
+                    Event {
+                        connector: shown,
+                        what,
+                        client: "-",
+                        outcome: e.code(),
+                    },
+                    e.code(),
+                );
                 let status = if matches!(e, AuthError::Store(_)) {
                     StatusCode::INTERNAL_SERVER_ERROR
                 } else {
@@ -537,12 +627,16 @@ impl SignIn {
         match self.store.check(token, connector) {
             Ok(_) => None,
             Err(e) => {
-                handlers.sign_in_event(Event {
-                    connector,
-                    what: "refused",
-                    client: "-",
-                    outcome: e.code(),
-                });
+                self.audit(
+                    handlers,
+                    Event {
+                        connector,
+                        what: "refused",
+                        client: "-",
+                        outcome: e.code(),
+                    },
+                    e.code(),
+                );
                 if matches!(e, AuthError::Store(_)) {
                     return Some(
                         (StatusCode::SERVICE_UNAVAILABLE, "the sign-in store failed")
