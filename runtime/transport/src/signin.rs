@@ -33,7 +33,16 @@ pub struct SignIn {
     /// `https://<public host>`: the issuer, and the origin of the connectors' resources.
     pub issuer: String,
     /// Per kind of refusal: when it was last audited, and how many since were not.
-    refusals: Arc<std::sync::Mutex<Vec<(&'static str, &'static str, std::time::Instant, u64)>>>,
+    refusals: Arc<std::sync::Mutex<Vec<Refusals>>>,
+}
+
+/// One kind of refusal (event and outcome), as the audit throttles it.
+#[derive(Debug)]
+struct Refusals {
+    what: &'static str,
+    outcome: &'static str,
+    audited: std::time::Instant,
+    left_out: u64,
 }
 
 impl std::fmt::Debug for SignIn {
@@ -198,18 +207,23 @@ impl SignIn {
             };
             match seen
                 .iter_mut()
-                .find(|(w, o, _, _)| *w == event.what && *o == outcome)
+                .find(|r| r.what == event.what && r.outcome == outcome)
             {
-                Some((_, _, at, skipped)) if now.duration_since(*at) < REFUSAL_AUDIT_EVERY => {
-                    *skipped += 1;
+                Some(r) if now.duration_since(r.audited) < REFUSAL_AUDIT_EVERY => {
+                    r.left_out += 1;
                     return;
                 }
-                Some((_, _, at, skipped)) => {
-                    *at = now;
-                    std::mem::take(skipped)
+                Some(r) => {
+                    r.audited = now;
+                    std::mem::take(&mut r.left_out)
                 }
                 None => {
-                    seen.push((event.what, outcome, now, 0));
+                    seen.push(Refusals {
+                        what: event.what,
+                        outcome,
+                        audited: now,
+                        left_out: 0,
+                    });
                     0
                 }
             }
