@@ -567,3 +567,18 @@ async fn a_command_the_model_runs_cannot_approve_a_sign_in() {
     assert_eq!(still.status(), 200, "the request still waits for the user");
     assert!(gantry_auth(&sb, &["list"]).1.contains(&code));
 }
+
+#[tokio::test]
+async fn a_flood_of_refused_tokens_leaves_one_audit_line_a_minute() {
+    let sb = Sandbox::new();
+    let (_server, origin) = public_server(&sb).await;
+    for i in 0..50 {
+        let r = initialize(&format!("{origin}/core/mcp"), Some(&format!("forged-{i}"))).await;
+        assert_eq!(r.status(), 401);
+    }
+    let refused: Vec<_> = audit_lines(&sb)
+        .into_iter()
+        .filter(|l| audited(std::slice::from_ref(l), "refused", "invalid_token"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+}
