@@ -582,3 +582,31 @@ async fn a_flood_of_refused_tokens_leaves_one_audit_line_a_minute() {
         .collect();
     assert_eq!(refused.len(), 1, "{refused:#?}");
 }
+
+#[tokio::test]
+async fn during_a_change_over_both_the_url_secret_and_a_sign_in_open_the_connector() {
+    let sb = Sandbox::new();
+    sb.config("[auth]\ncore = \"both\"\n");
+    let (server, origin) = public_server(&sb).await;
+    // The URL printed is the sign-in one; the secret is the one pasted before.
+    assert_eq!(server.public["core"], format!("{origin}/core/mcp"));
+    let tokens: toml::Table =
+        toml::from_str(&std::fs::read_to_string(sb.path("state/tokens.toml")).unwrap()).unwrap();
+    let secret = tokens["core"].as_str().unwrap();
+    assert_eq!(
+        initialize(&format!("{origin}/{secret}/mcp"), None)
+            .await
+            .status(),
+        200
+    );
+    let r = initialize(&format!("{origin}/core/mcp"), None).await;
+    assert_eq!(r.status(), 401, "the sign-in path still asks for a token");
+    // Other connectors keep the default with a public host: their secret opens nothing.
+    let files = tokens["files"].as_str().unwrap();
+    assert_eq!(
+        initialize(&format!("{origin}/{files}/mcp"), None)
+            .await
+            .status(),
+        404
+    );
+}

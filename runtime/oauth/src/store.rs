@@ -1226,6 +1226,15 @@ mod tests {
             .exchange(&code, VERIFIER, &c.id, REDIRECT, Some("core"))
             .unwrap();
         drop(auth);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(dir.path().join(AUTH_DB))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
         let mut bytes = Vec::new();
         for e in std::fs::read_dir(dir.path()).unwrap() {
             bytes.extend(std::fs::read(e.unwrap().path()).unwrap());
