@@ -363,7 +363,10 @@ impl<C: Handlers> Endpoints<C> {
             return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
         }
         let request = match &self.sign_in {
-            Some(sign_in) => match sign_in.answer(&*self.handlers, &self.auth, request).await {
+            Some(sign_in) => match sign_in
+                .answer(&|e| self.handlers.sign_in_event(e), &self.auth, request)
+                .await
+            {
                 Ok(answered) => return answered,
                 Err(request) => request,
             },
@@ -383,7 +386,9 @@ impl<C: Handlers> Endpoints<C> {
         });
         let connector = if let (Some(connector), Some(sign_in)) = (signed_in, &self.sign_in) {
             let token = bearer(&request);
-            if let Some(refused) = sign_in.gate(&*self.handlers, connector, token) {
+            if let Some(refused) =
+                sign_in.gate(&|e| self.handlers.sign_in_event(e), connector, token)
+            {
                 // A client's first request carries no token: that is how it learns where to
                 // sign in. A token refused is worth the user's attention.
                 if token.is_none() {

@@ -14,8 +14,6 @@ use config::AuthMode;
 use http::{HeaderValue, Method, StatusCode, header};
 use oauth::{Auth, AuthError, Poll};
 
-use crate::service::Handlers;
-
 /// Largest registration or token request body.
 const MAX_FORM_BYTES: usize = 16 << 10;
 /// How often the waiting page looks again, in seconds.
@@ -193,10 +191,10 @@ impl SignIn {
 
     /// Audits `event`; a refusal at most once a minute per kind, the next line counting
     /// those left out.
-    fn audit<C: Handlers>(&self, handlers: &C, event: Event<'_>, outcome: &'static str) {
+    fn audit(&self, sink: &(dyn Fn(Event<'_>) + Sync), event: Event<'_>, outcome: &'static str) {
         let refused = outcome != "ok" && outcome != "waiting";
         if !refused {
-            handlers.sign_in_event(event);
+            sink(event);
             return;
         }
         let now = std::time::Instant::now();
@@ -233,7 +231,7 @@ impl SignIn {
         } else {
             event.client.to_string()
         };
-        handlers.sign_in_event(Event {
+        sink(Event {
             client: &client,
             ..event
         });
@@ -274,9 +272,9 @@ impl SignIn {
 
     /// Answers `request` when it is for one of the sign-in endpoints; hands it back
     /// otherwise.
-    pub(crate) async fn answer<C: Handlers>(
+    pub(crate) async fn answer(
         &self,
-        handlers: &C,
+        sink: &(dyn Fn(Event<'_>) + Sync),
         modes: &[(&'static str, AuthMode)],
         request: Request,
     ) -> Result<Response, Request> {
@@ -303,14 +301,14 @@ impl SignIn {
                     Err(_) => StatusCode::NOT_FOUND.into_response(),
                 })
             }
-            (Method::POST, "/oauth/register") => Ok(self.register(handlers, request).await),
+            (Method::POST, "/oauth/register") => Ok(self.register(sink, request).await),
             (Method::GET, "/oauth/authorize") => {
-                Ok(self.authorize(handlers, modes, request.uri().query().unwrap_or("")))
+                Ok(self.authorize(sink, modes, request.uri().query().unwrap_or("")))
             }
             (Method::GET, p) if p.starts_with("/oauth/wait/") => {
                 Ok(self.wait(&p["/oauth/wait/".len()..]))
             }
-            (Method::POST, "/oauth/token") => Ok(self.token(handlers, modes, request).await),
+            (Method::POST, "/oauth/token") => Ok(self.token(sink, modes, request).await),
             (
                 _,
                 "/.well-known/oauth-authorization-server"
@@ -346,7 +344,7 @@ impl SignIn {
         )
     }
 
-    async fn register<C: Handlers>(&self, handlers: &C, request: Request) -> Response {
+    async fn register(&self, sink: &(dyn Fn(Event<'_>) + Sync), request: Request) -> Response {
         let outcome = async {
             let body = body_of(request).await?;
             let reg: oauth::Registration = serde_json::from_slice(&body).map_err(|e| {
@@ -358,7 +356,7 @@ impl SignIn {
         match outcome {
             Ok(client) => {
                 self.audit(
-                    handlers,
+                    sink,
                     Event {
                         connector: "-",
                         what: "register",
@@ -382,7 +380,7 @@ impl SignIn {
             }
             Err(e) => {
                 self.audit(
-                    handlers,
+                    sink,
                     Event {
                         connector: "-",
                         what: "register",
@@ -396,9 +394,9 @@ impl SignIn {
         }
     }
 
-    fn authorize<C: Handlers>(
+    fn authorize(
         &self,
-        handlers: &C,
+        sink: &(dyn Fn(Event<'_>) + Sync),
         modes: &[(&'static str, AuthMode)],
         query: &str,
     ) -> Response {
@@ -432,7 +430,7 @@ impl SignIn {
         match outcome {
             Ok((pending, connector, name)) => {
                 self.audit(
-                    handlers,
+                    sink,
                     Event {
                         connector,
                         what: "authorize",
@@ -452,7 +450,7 @@ impl SignIn {
             }
             Err(e) => {
                 self.audit(
-                    handlers,
+                    sink,
                     Event {
                         connector: "-",
                         what: "authorize",
@@ -510,9 +508,9 @@ impl SignIn {
         }
     }
 
-    async fn token<C: Handlers>(
+    async fn token(
         &self,
-        handlers: &C,
+        sink: &(dyn Fn(Event<'_>) + Sync),
         modes: &[(&'static str, AuthMode)],
         request: Request,
     ) -> Response {
@@ -569,7 +567,7 @@ impl SignIn {
         match outcome {
             Ok(issued) => {
                 self.audit(
-                    handlers,
+                    sink,
                     Event {
                         connector: shown,
                         what,
@@ -590,7 +588,7 @@ impl SignIn {
             }
             Err(e) => {
                 self.audit(
-                    handlers,
+                    sink,
                     Event {
                         connector: shown,
                         what,
@@ -611,9 +609,9 @@ impl SignIn {
 
     /// The gate in front of `connector`: its bearer token must be a live access token for
     /// it. Returns the refusal, if any: a 401 that tells the client where to sign in.
-    pub(crate) fn gate<C: Handlers>(
+    pub(crate) fn gate(
         &self,
-        handlers: &C,
+        sink: &(dyn Fn(Event<'_>) + Sync),
         connector: &'static str,
         token: Option<&str>,
     ) -> Option<Response> {
@@ -642,7 +640,7 @@ impl SignIn {
             Ok(_) => None,
             Err(e) => {
                 self.audit(
-                    handlers,
+                    sink,
                     Event {
                         connector,
                         what: "refused",
