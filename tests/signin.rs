@@ -253,14 +253,31 @@ async fn register(origin: &str) -> String {
         .to_string()
 }
 
-/// Starts an authorization for `connector` with `verifier`'s challenge: the waiting page's
-/// URL and the code it shows.
+/// A browser's look at a waiting page: the page's URL and the cookie its authorization set.
+struct Waiting {
+    url: String,
+    cookie: String,
+}
+
+impl Waiting {
+    async fn get(&self) -> reqwest::Response {
+        http()
+            .get(&self.url)
+            .header("cookie", &self.cookie)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// Starts an authorization for `connector` with `verifier`'s challenge: the waiting page (in
+/// the browser that asked) and the code it shows.
 async fn authorize(
     origin: &str,
     client: &str,
     verifier: &str,
     connector: &str,
-) -> (String, String) {
+) -> (Waiting, String) {
     let query = form_urlencoded::Serializer::new(String::new())
         .append_pair("response_type", "code")
         .append_pair("client_id", client)
@@ -276,15 +293,16 @@ async fn authorize(
         .await
         .unwrap();
     assert_eq!(r.status(), 303, "{}", r.text().await.unwrap());
-    let wait = r.headers()["location"].to_str().unwrap().to_string();
-    let page = http()
-        .get(&wait)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let set = r.headers()["set-cookie"].to_str().unwrap();
+    let wait = Waiting {
+        url: r.headers()["location"].to_str().unwrap().to_string(),
+        cookie: set.split(';').next().unwrap().to_string(),
+    };
+    // Without the browser's cookie (a link someone sent), the page shows no code.
+    let elsewhere = http().get(&wait.url).send().await.unwrap();
+    assert_eq!(elsewhere.status(), 403);
+    assert!(!elsewhere.text().await.unwrap().contains("class=\"code\""));
+    let page = wait.get().await.text().await.unwrap();
     let code = page
         .split("class=\"code\">")
         .nth(1)
@@ -295,8 +313,10 @@ async fn authorize(
 }
 
 /// The authorization code the waiting page hands over once approved.
-async fn code_after_approval(wait: &str) -> String {
-    let r = http().get(wait).send().await.unwrap();
+async fn code_after_approval(wait: &Waiting) -> String {
+    // Never to another browser, approved or not.
+    assert_eq!(http().get(&wait.url).send().await.unwrap().status(), 403);
+    let r = wait.get().await;
     assert_eq!(r.status(), 303);
     let back = r.headers()["location"].to_str().unwrap();
     assert!(back.starts_with(REDIRECT), "{back}");
@@ -408,7 +428,7 @@ async fn every_way_around_the_users_approval_is_refused() {
     let (wait, code) = authorize(&origin, &client, &verifier, "core").await;
     let form = format!("code={code}&approve=1");
     for path in [
-        wait.trim_start_matches(&origin).to_string(),
+        wait.url.trim_start_matches(&origin).to_string(),
         "/oauth/authorize".into(),
         "/oauth/approve".into(),
         "/oauth/wait".into(),
@@ -426,7 +446,7 @@ async fn every_way_around_the_users_approval_is_refused() {
             r.status()
         );
     }
-    let still = http().get(&wait).send().await.unwrap();
+    let still = wait.get().await;
     assert_eq!(still.status(), 200, "still waiting for the user");
 
     // Approved by the user; then a wrong verifier is refused, the right one works once.
@@ -540,8 +560,16 @@ async fn without_a_public_host_connectors_keep_their_url_secret_and_serve_no_sig
 
 #[tokio::test]
 async fn a_command_the_model_runs_cannot_approve_a_sign_in() {
+    // With command cgroups, and without them (the first command of a cold shell is then the
+    // server's own child: its parent carries no tag, but is a gantry server).
+    for exec in ["", "[exec]\ncgroup = false\nwarm_shell = false\n"] {
+        a_command_cannot_approve(exec).await;
+    }
+}
+
+async fn a_command_cannot_approve(exec: &str) {
     let sb = Sandbox::new();
-    sb.config("[permissions]\nexec = true\n");
+    sb.config(&format!("[permissions]\nexec = true\n{exec}"));
     let (_server, origin) = public_server(&sb).await;
     let client = register(&origin).await;
     let (wait, code) = authorize(&origin, &client, &"v".repeat(50), "core").await;
@@ -559,13 +587,17 @@ async fn a_command_the_model_runs_cannot_approve_a_sign_in() {
         let said = command_output(&r);
         assert!(
             said.contains("refuses to run inside a command gantry started"),
-            "{prefix}: {}",
+            "{exec}{prefix}: {}",
             text(&r)
         );
     }
-    let still = http().get(&wait).send().await.unwrap();
+    let still = wait.get().await;
     assert_eq!(still.status(), 200, "the request still waits for the user");
-    assert!(gantry_auth(&sb, &["list"]).1.contains(&code));
+    assert!(
+        gantry_auth(&sb, &["list"])
+            .1
+            .contains("waiting for approval: 1")
+    );
 }
 
 #[tokio::test]

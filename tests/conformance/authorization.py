@@ -30,14 +30,15 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def get(url):
-    """Status, Location and body of a GET, redirects not followed."""
+def get(url, cookie=None):
+    """Status, Location, body and Set-Cookie of a GET, redirects not followed."""
     opener = urllib.request.build_opener(NoRedirect)
+    req = urllib.request.Request(url, headers={"cookie": cookie} if cookie else {})
     try:
-        with opener.open(url, timeout=10) as r:
-            return r.status, r.headers.get("location"), r.read().decode()
+        with opener.open(req, timeout=10) as r:
+            return r.status, r.headers.get("location"), r.read().decode(), r.headers.get("set-cookie")
     except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("location"), e.read().decode()
+        return e.code, e.headers.get("location"), e.read().decode(), e.headers.get("set-cookie")
 
 
 def main(gantry, node, suite, results):
@@ -77,13 +78,14 @@ def main(gantry, node, suite, results):
                 continue
             # The browser: the authorization page sends it to the waiting page, which shows
             # the code; the user approves it; the waiting page then sends it to the callback.
-            status, wait, _ = get(line.strip())
+            status, wait, _, set_cookie = get(line.strip())
             assert status == 303, f"authorize answered {status}"
-            page = get(wait)[2]
+            cookie = set_cookie.split(";")[0]  # the browser that asked keeps it
+            page = get(wait, cookie)[2]
             code = re.search(r'class="code">([A-Z0-9-]+)<', page).group(1)
             subprocess.run([gantry, "auth", "approve", code, *flags], check=True, env=env,
                            stdout=subprocess.DEVNULL)
-            status, back, _ = get(wait)
+            status, back, _, _ = get(wait, cookie)
             assert status == 303 and back.startswith(f"http://127.0.0.1:{callback}/callback"), back
             get(back)
         return run.wait()

@@ -264,13 +264,8 @@ impl Control {
                 // Who opened the connection is looked up once, before any request on it is
                 // read: a command gantry ran may know the page's address (it can read the
                 // state directory), and must neither read the page nor change anything.
-                let cgroup = control
-                    .app
-                    .terminal
-                    .cgroup_dir()
-                    .map(std::path::Path::to_path_buf);
                 let refused: Option<Arc<str>> = tokio::task::spawn_blocking(move || {
-                    transport::peer::started_by_gantry(peer, local, cgroup.as_deref())
+                    transport::peer::started_by_gantry(peer, local)
                 })
                 .await
                 .unwrap_or_else(|_| Some("the check of who opened the connection failed".into()))
@@ -517,14 +512,14 @@ impl Control {
                     Err(e) => e,
                 }
             }
-            "auth/approve" | "auth/deny" => {
+            "auth/decide" => {
                 let Some(sign_in) = &self.app.sign_in else {
                     return "no connector signs in with OAuth on this server".into();
                 };
-                let (approval, what) = if action == "auth/approve" {
-                    (oauth::Approval::Approve, "approve")
-                } else {
-                    (oauth::Approval::Deny, "deny")
+                let (approval, what) = match field("decide").as_str() {
+                    "approve" => (oauth::Approval::Approve, "approve"),
+                    "deny" => (oauth::Approval::Deny, "deny"),
+                    _ => return "decide: approve or deny".into(),
                 };
                 match sign_in.store.decide(&field("code"), approval) {
                     Ok(p) => {

@@ -66,36 +66,26 @@ fn sign_ins(
     p.push_str("<section id=\"sign-ins\" aria-labelledby=\"h-sign-ins\"><h2 id=\"h-sign-ins\">Sign-ins</h2><p>A client signing in to a public connector waits here until you approve it. Anyone who reaches the public host can start a request and give any name, so approve by typing the code <em>your</em> sign-in page shows: a request you did not start never shows you its code.</p>");
     let _ = write!(
         p,
-        "<form method=\"post\" action=\"auth/approve\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><label for=\"sign-in-code\">Code your sign-in page shows</label> <input id=\"sign-in-code\" name=\"code\" type=\"text\" required autocomplete=\"off\" placeholder=\"XXXX-XXXX\"> <button type=\"submit\">Approve</button></form>",
+        "<form method=\"post\" action=\"auth/decide\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><label for=\"sign-in-code\">Code your sign-in page shows</label> <input id=\"sign-in-code\" name=\"code\" type=\"text\" required autocomplete=\"off\" placeholder=\"XXXX-XXXX\"> <button type=\"submit\" name=\"decide\" value=\"approve\">Approve</button> <button type=\"submit\" name=\"decide\" value=\"deny\">Refuse</button></form>",
         esc(csrf)
     );
-    p.push_str("<table><caption>Waiting for approval (reload to see new ones)</caption><thead><tr><th scope=\"col\">Client says it is</th><th scope=\"col\">Its redirect host</th><th scope=\"col\">Connector</th><th scope=\"col\">Since</th><th scope=\"col\">Refuse</th></tr></thead><tbody>");
+    // Neither a code nor a button per row: a row's name is whatever the requester chose,
+    // so a decision is made only on the code the user's own sign-in page shows.
+    p.push_str("<table><caption>Waiting (reload to see new ones; each expires after 5 minutes)</caption><thead><tr><th scope=\"col\">Client says it is</th><th scope=\"col\">Its redirect host</th><th scope=\"col\">Connector</th><th scope=\"col\">Since</th></tr></thead><tbody>");
     if pending.is_empty() {
-        p.push_str("<tr><td colspan=\"5\">None.</td></tr>");
+        p.push_str("<tr><td colspan=\"4\">None.</td></tr>");
     }
     for r in pending {
-        // Refusing is safe to offer per row; approving takes the typed code.
-        let refuse = button_form(
-            "auth/deny",
-            csrf,
-            &[("code", &r.user_code)],
-            "Refuse",
-            &format!(
-                "Refuse the request of {} from {}",
-                r.client_name,
-                when(r.created_ms)
-            ),
-        );
         let _ = write!(
             p,
-            "<tr data-pending><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{}</td><td>{refuse}</td></tr>",
+            "<tr data-pending><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&r.client_name),
             esc(&r.redirect_host),
             esc(&r.connector),
             when(r.created_ms),
         );
     }
-    p.push_str("</tbody></table><table><caption>Clients signed in</caption><thead><tr><th scope=\"col\">Client</th><th scope=\"col\">Connector</th><th scope=\"col\">Approved</th><th scope=\"col\">Last used</th><th scope=\"col\">End</th></tr></thead><tbody>");
+    p.push_str("</tbody></table><table><caption>Clients signed in</caption><thead><tr><th scope=\"col\">Client</th><th scope=\"col\">Connector</th><th scope=\"col\">Signed in</th><th scope=\"col\">Last used</th><th scope=\"col\">End</th></tr></thead><tbody>");
     if grants.is_empty() {
         p.push_str("<tr><td colspan=\"5\">None.</td></tr>");
     }

@@ -112,8 +112,7 @@ pub enum AuthCommand {
         #[command(flatten)]
         common: CommonArgs,
     },
-    /// Approve the waiting sign-in request that shows CODE (its page, and the control page,
-    /// show the same code).
+    /// Approve the waiting sign-in request whose page (in your browser) shows CODE.
     Approve {
         /// The code, `XXXX-XXXX`.
         code: String,
@@ -121,7 +120,7 @@ pub enum AuthCommand {
         #[command(flatten)]
         common: CommonArgs,
     },
-    /// Refuse the waiting sign-in request that shows CODE.
+    /// Refuse the waiting sign-in request whose page shows CODE.
     Deny {
         /// The code, `XXXX-XXXX`.
         code: String,

@@ -63,10 +63,11 @@ pub fn run(command: AuthCommand) -> Result<(), String> {
         AuthCommand::List { .. } => {
             let pending = store.pending().map_err(|e| e.to_string())?;
             println!("waiting for approval: {}", pending.len());
+            // No codes: approve the one your own sign-in page shows, never one read here
+            // (anyone who reaches the public host can make a request and name it anything).
             for p in &pending {
                 println!(
-                    "  {}  {} asks for {} (answer goes to {}), since {}",
-                    p.user_code,
+                    "  {} asks for {} (its redirect host {}), since {}",
                     p.client_name,
                     p.connector,
                     p.redirect_host,
@@ -77,7 +78,7 @@ pub fn run(command: AuthCommand) -> Result<(), String> {
             println!("grants in force: {}", grants.len());
             for g in &grants {
                 println!(
-                    "  {}  {} on {}, approved {}, last used {}",
+                    "  {}  {} on {}, signed in {}, last used {}",
                     g.id,
                     g.client_name,
                     g.connector,

@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS request(
   status TEXT NOT NULL,
   code_hash TEXT UNIQUE,
   code_ms INTEGER,
-  grant_id TEXT
+  grant_id TEXT,
+  browser_hash TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS grants(
   id TEXT PRIMARY KEY,
@@ -126,10 +127,13 @@ pub struct Pending {
     /// The waiting page's secret handle: whoever holds it gets the code once approved (and
     /// needs the PKCE verifier to use it).
     pub handle: String,
-    /// The short code the user compares on the control page.
+    /// The short code the user types on the control page.
     pub user_code: String,
     /// When it expires.
     pub expires_ms: i64,
+    /// A secret for the browser that made the request (a cookie): only that browser is
+    /// shown the code and sent on with the answer.
+    pub browser: String,
 }
 
 /// A waiting request as the user sees it.
@@ -164,6 +168,9 @@ pub enum Poll {
     },
     /// Expired, already answered, or unknown.
     Gone,
+    /// Asked by a browser other than the one that made the request (a link someone sent):
+    /// it is shown neither the code nor the answer.
+    OtherBrowser,
 }
 
 /// The user's answer to a request.
@@ -471,6 +478,7 @@ impl Auth {
             ));
         }
         let handle = secret()?;
+        let browser = secret()?;
         let code = user_code()?;
         self.write(|tx, now| {
             let client = client_of(tx, req.client_id)?.ok_or(AuthError::InvalidClient)?;
@@ -498,8 +506,8 @@ impl Auth {
                 return Err(AuthError::Busy);
             }
             tx.execute(
-                "INSERT INTO request(handle_hash, user_code, client_id, connector, redirect_uri, challenge, state, created_ms, status)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending')",
+                "INSERT INTO request(handle_hash, user_code, client_id, connector, redirect_uri, challenge, state, created_ms, status, browser_hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9)",
                 params![
                     hash(&handle),
                     code,
@@ -508,13 +516,15 @@ impl Auth {
                     req.redirect_uri,
                     req.challenge,
                     req.state,
-                    now
+                    now,
+                    hash(&browser)
                 ],
             )?;
             Ok(Pending {
                 handle: handle.clone(),
                 user_code: code.clone(),
                 expires_ms: now + REQUEST_WAIT_MS,
+                browser: browser.clone(),
             })
         })
     }
@@ -575,14 +585,20 @@ impl Auth {
         })
     }
 
-    /// What the waiting page holding `handle` should do now. An approved request yields its
-    /// code once: a second look finds it gone.
-    pub fn poll(&self, handle: &str, issuer: &str) -> Result<Poll, AuthError> {
+    /// What the waiting page holding `handle`, in the browser holding `browser` (its
+    /// cookie), should do now. An approved request yields its code once: a second look finds
+    /// it gone. Another browser is told nothing.
+    pub fn poll(
+        &self,
+        handle: &str,
+        browser: Option<&str>,
+        issuer: &str,
+    ) -> Result<Poll, AuthError> {
         let handle_hash = hash(handle);
         self.write(|tx, now| {
-            let Some((status, code, client, redirect, connector, created, decided, state)) = tx
+            let Some((status, code, client, redirect, connector, created, decided, state, browser_hash)) = tx
                 .query_row(
-                    "SELECT r.status, r.user_code, c.name, r.redirect_uri, r.connector, r.created_ms, r.code_ms, r.state
+                    "SELECT r.status, r.user_code, c.name, r.redirect_uri, r.connector, r.created_ms, r.code_ms, r.state, r.browser_hash
                      FROM request r JOIN client c ON c.id = r.client_id WHERE r.handle_hash = ?1",
                     params![handle_hash],
                     |r| {
@@ -595,6 +611,7 @@ impl Auth {
                             r.get::<_, i64>(5)?,
                             r.get::<_, Option<i64>>(6)?,
                             r.get::<_, Option<String>>(7)?,
+                            r.get::<_, String>(8)?,
                         ))
                     },
                 )
@@ -602,6 +619,12 @@ impl Auth {
             else {
                 return Ok(Poll::Gone);
             };
+            let same_browser = browser.is_some_and(|b| {
+                subtle::ConstantTimeEq::ct_eq(hash(b).as_bytes(), browser_hash.as_bytes()).into()
+            });
+            if !same_browser {
+                return Ok(Poll::OtherBrowser);
+            }
             let mut back: Vec<(&str, &str)> = Vec::new();
             if let Some(s) = state.as_deref() {
                 back.push(("state", s));
@@ -969,7 +992,7 @@ mod tests {
             Approval::Approve,
         )
         .unwrap();
-        match auth.poll(&p.handle, ISSUER).unwrap() {
+        match auth.poll(&p.handle, Some(&p.browser), ISSUER).unwrap() {
             Poll::Approved { redirect } => {
                 assert!(redirect.starts_with(REDIRECT), "{redirect}");
                 assert!(
@@ -991,16 +1014,28 @@ mod tests {
         let p = auth.begin(&request(&c, "core")).unwrap();
         // Nothing is granted by asking again.
         assert!(matches!(
-            auth.poll(&p.handle, ISSUER).unwrap(),
+            auth.poll(&p.handle, Some(&p.browser), ISSUER).unwrap(),
             Poll::Waiting(_)
         ));
         assert_eq!(auth.pending().unwrap()[0].redirect_host, "chatgpt.com");
         auth.decide(&p.user_code, Approval::Approve).unwrap();
-        let Poll::Approved { redirect } = auth.poll(&p.handle, ISSUER).unwrap() else {
+        // A link to the waiting page opened in another browser is told nothing, approved
+        // or not, and takes nothing away from the browser that asked.
+        for other in [None, Some("another browser's cookie")] {
+            assert_eq!(
+                auth.poll(&p.handle, other, ISSUER).unwrap(),
+                Poll::OtherBrowser
+            );
+        }
+        let Poll::Approved { redirect } = auth.poll(&p.handle, Some(&p.browser), ISSUER).unwrap()
+        else {
             panic!("approved")
         };
         // The code is handed out once.
-        assert_eq!(auth.poll(&p.handle, ISSUER).unwrap(), Poll::Gone);
+        assert_eq!(
+            auth.poll(&p.handle, Some(&p.browser), ISSUER).unwrap(),
+            Poll::Gone
+        );
         let code = code_of(&redirect);
         let wrong_verifier = VERIFIER.replace('d', "e");
         for (verifier, client_id, redirect_uri, connector) in [
@@ -1103,7 +1138,10 @@ mod tests {
                 .code(),
             "unknown_code"
         );
-        assert_eq!(auth.poll(&p.handle, ISSUER).unwrap(), Poll::Gone);
+        assert_eq!(
+            auth.poll(&p.handle, Some(&p.browser), ISSUER).unwrap(),
+            Poll::Gone
+        );
 
         // A code not exchanged in time is refused.
         let code = approved_code(&auth, &c, "core");
@@ -1120,7 +1158,8 @@ mod tests {
         let c = client(&auth);
         let p = auth.begin(&request(&c, "core")).unwrap();
         auth.decide(&p.user_code, Approval::Deny).unwrap();
-        let Poll::Denied { redirect } = auth.poll(&p.handle, ISSUER).unwrap() else {
+        let Poll::Denied { redirect } = auth.poll(&p.handle, Some(&p.browser), ISSUER).unwrap()
+        else {
             panic!("denied")
         };
         assert!(redirect.contains("error=access_denied") && redirect.contains("state=xyz"));
@@ -1187,7 +1226,7 @@ mod tests {
         let c = client(&auth);
         let mut handles = Vec::new();
         for _ in 0..MAX_PENDING_PER_CLIENT {
-            handles.push(auth.begin(&request(&c, "core")).unwrap().handle);
+            handles.push(auth.begin(&request(&c, "core")).unwrap());
         }
         // One client cannot fill the list; many can, up to its bound.
         assert_eq!(
@@ -1216,10 +1255,12 @@ mod tests {
             auth.decide(&p, Approval::Approve).unwrap();
             handles
                 .iter()
-                .find_map(|h| match auth.poll(h, ISSUER).unwrap() {
-                    Poll::Approved { redirect } => Some(code_of(&redirect)),
-                    _ => None,
-                })
+                .find_map(
+                    |h| match auth.poll(&h.handle, Some(&h.browser), ISSUER).unwrap() {
+                        Poll::Approved { redirect } => Some(code_of(&redirect)),
+                        _ => None,
+                    },
+                )
                 .unwrap()
         };
         let issued = auth
@@ -1244,7 +1285,8 @@ mod tests {
             &issued.access_token,
             &issued.refresh_token,
             &code,
-            &handles[0],
+            &handles[0].handle,
+            &handles[0].browser,
         ] {
             assert!(
                 !text.contains(secret.as_str()),

@@ -82,6 +82,12 @@ pub fn environ(pid: i32) -> Option<Vec<Vec<u8>>> {
     )
 }
 
+/// Process `pid`'s arguments (`/proc/<pid>/cmdline`), when they can be read.
+pub fn cmdline(pid: i32) -> Option<Vec<Vec<u8>>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(raw.split(|b| *b == 0).map(<[u8]>::to_vec).collect())
+}
+
 /// Process `pid`'s cgroup membership lines (`0::/path` on cgroup v2).
 pub fn cgroup(pid: i32) -> std::io::Result<String> {
     std::fs::read_to_string(format!("/proc/{pid}/cgroup"))

@@ -6,19 +6,19 @@
 //! Linux only (through `/proc`); elsewhere nothing is known and [`started_by_gantry`] says so.
 
 use std::net::SocketAddr;
-use std::path::Path;
 
-/// Why this process looks started by gantry (a command the model ran), or `None`: its own
-/// or an ancestor's environment carries a command session's tag, or it runs in one of
-/// gantry's command cgroups. A tripwire, like the control page's: a command that detached
-/// itself, cleared its tag and left its cgroup looks like any program of the user's.
+/// Why this process looks started by gantry (a command the model ran), or `None`: it or an
+/// ancestor carries a command session's tag or is a `gantry serve`, or it runs in a gantry
+/// command cgroup (of any gantry). A tripwire, like the control page's: a command that
+/// detached itself (so that it is no one's child), cleared its tag and left its cgroup looks
+/// like any program of the user's.
 pub fn this_process_started_by_gantry() -> Option<String> {
     if std::env::var_os(terminal::process_tree::TAG_VAR).is_some() {
         return Some("it carries a gantry command session's tag".into());
     }
     #[cfg(target_os = "linux")]
     {
-        linux::ancestry_started_by_gantry()
+        linux::process_started_by_gantry(std::process::id(), None)
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -28,20 +28,17 @@ pub fn this_process_started_by_gantry() -> Option<String> {
 
 /// Why a connection cannot be trusted as the user's own, or `None` when it can.
 ///
-/// `peer` is the client's address as the server sees it, `local` the server's; `cgroup` is
-/// the directory of this instance's command cgroups, when commands get them.
-pub fn started_by_gantry(
-    peer: SocketAddr,
-    local: SocketAddr,
-    cgroup: Option<&Path>,
-) -> Option<String> {
+/// `peer` is the client's address as the server sees it, `local` the server's. The program
+/// that opened it is judged by [`this_process_started_by_gantry`]'s rules, any gantry's
+/// commands alike (a model under a stdio gantry must not use an HTTP gantry's page).
+pub fn started_by_gantry(peer: SocketAddr, local: SocketAddr) -> Option<String> {
     #[cfg(target_os = "linux")]
     {
-        linux::started_by_gantry(peer, local, cgroup)
+        linux::started_by_gantry(peer, local)
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (peer, local, cgroup);
+        let _ = (peer, local);
         None
     }
 }
@@ -128,20 +125,43 @@ mod linux {
         u32::try_from(stat.ppid).ok()
     }
 
-    pub fn ancestry_started_by_gantry() -> Option<String> {
-        let in_command_cgroup = terminal::procfs::own_cgroup().is_ok_and(|c| {
-            c.lines()
-                .any(|l| l.split('/').any(|part| part.starts_with("gantry.")))
+    /// Whether `pid` is a `gantry serve` (its program named gantry, its first argument
+    /// `serve`).
+    fn is_gantry_server(pid: u32) -> bool {
+        let Some(args) = i32::try_from(pid).ok().and_then(terminal::procfs::cmdline) else {
+            return false;
+        };
+        let program = args
+            .first()
+            .map(|a| String::from_utf8_lossy(a).into_owned());
+        let named_gantry = program.as_deref().is_some_and(|p| {
+            Path::new(p)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("gantry"))
         });
+        named_gantry && args.get(1).is_some_and(|a| a == b"serve")
+    }
+
+    /// Why `pid` looks started by gantry: it is `me` (this server) or descends from it, it or
+    /// an ancestor carries a command session's tag or is a `gantry serve`, or it runs in a
+    /// gantry command cgroup.
+    pub fn process_started_by_gantry(pid: u32, me: Option<u32>) -> Option<String> {
+        let in_command_cgroup = i32::try_from(pid)
+            .ok()
+            .and_then(|p| terminal::procfs::cgroup(p).ok())
+            .is_some_and(|c| {
+                c.lines()
+                    .any(|l| l.split('/').any(|part| part.starts_with("gantry.")))
+            });
         if in_command_cgroup {
-            return Some("it runs in one of gantry's command cgroups".into());
+            return Some(format!("process {pid} runs in a gantry command cgroup"));
         }
         let tag = format!("{}=", terminal::process_tree::TAG_VAR).into_bytes();
-        let mut at = std::process::id();
+        let mut at = pid;
         for _ in 0..256 {
-            match parent_of(at) {
-                Some(parent) if parent != 0 && parent != at => at = parent,
-                _ => break,
+            if Some(at) == me {
+                return Some(format!("process {pid} was started by gantry"));
             }
             if i32::try_from(at)
                 .ok()
@@ -149,18 +169,24 @@ mod linux {
                 .is_some_and(|env| env.iter().any(|kv| kv.starts_with(&tag)))
             {
                 return Some(format!(
-                    "process {at}, one of its parents, carries a gantry command session's tag"
+                    "process {pid} or its parent {at} carries a gantry command session's tag"
                 ));
+            }
+            if at != std::process::id() && is_gantry_server(at) {
+                return Some(format!(
+                    "process {pid} descends from a gantry server (process {at})"
+                ));
+            }
+            match parent_of(at) {
+                // gantry may itself be pid 1 (a container): walk until there is no parent.
+                Some(parent) if parent != 0 && parent != at => at = parent,
+                _ => break,
             }
         }
         None
     }
 
-    pub fn started_by_gantry(
-        peer: SocketAddr,
-        local: SocketAddr,
-        cgroup: Option<&Path>,
-    ) -> Option<String> {
+    pub fn started_by_gantry(peer: SocketAddr, local: SocketAddr) -> Option<String> {
         if !peer.ip().is_loopback() {
             return Some("the connection is not from this machine".into());
         }
@@ -169,39 +195,7 @@ mod linux {
                 "cannot tell which program opened the connection (/proc does not show it), so it is not trusted".into(),
             );
         };
-        let me = std::process::id();
-        let mut at = pid;
-        for _ in 0..256 {
-            if at == me {
-                return Some(format!("process {pid} was started by gantry"));
-            }
-            match parent_of(at) {
-                // gantry may itself be pid 1 (a container): walk until there is no parent.
-                Some(parent) if parent != 0 && parent != at => at = parent,
-                _ => break,
-            }
-        }
-        if let Some(instance) = cgroup.and_then(|d| d.file_name()).and_then(|n| n.to_str())
-            && i32::try_from(pid)
-                .ok()
-                .and_then(|p| terminal::procfs::cgroup(p).ok())
-                .is_some_and(|c| c.lines().any(|l| l.split('/').any(|part| part == instance)))
-        {
-            return Some(format!(
-                "process {pid} runs in one of gantry's command cgroups"
-            ));
-        }
-        let tag = format!("{}=", terminal::process_tree::TAG_VAR).into_bytes();
-        if i32::try_from(pid)
-            .ok()
-            .and_then(terminal::procfs::environ)
-            .is_some_and(|env| env.iter().any(|kv| kv.starts_with(&tag)))
-        {
-            return Some(format!(
-                "process {pid} carries a gantry command session's tag"
-            ));
-        }
-        None
+        process_started_by_gantry(pid, Some(std::process::id()))
     }
 
     #[cfg(test)]
@@ -222,7 +216,7 @@ mod linux {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
             let (_server_side, peer) = listener.accept().unwrap();
-            let why = started_by_gantry(peer, listener.local_addr().unwrap(), None);
+            let why = started_by_gantry(peer, listener.local_addr().unwrap());
             assert!(
                 why.as_deref()
                     .is_some_and(|w| w.contains(&std::process::id().to_string())),

@@ -172,6 +172,19 @@ fn required<'a>(pairs: &'a [(String, String)], name: &str) -> Result<&'a str, Au
     field(pairs, name).ok_or_else(|| AuthError::InvalidRequest(format!("{name}: required")))
 }
 
+/// The value of cookie `name` on `request`.
+fn cookie_of(request: &Request, name: &str) -> Option<String> {
+    request
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
 async fn body_of(request: Request) -> Result<Vec<u8>, AuthError> {
     axum::body::to_bytes(request.into_body(), MAX_FORM_BYTES)
         .await
@@ -189,13 +202,19 @@ impl SignIn {
         }
     }
 
-    /// Audits `event`; a refusal at most once a minute per kind, the next line counting
-    /// those left out.
-    fn audit(&self, sink: &(dyn Fn(Event<'_>) + Sync), event: Event<'_>, outcome: &'static str) {
+    /// Audits `event`; what anyone on the internet can cause (a refusal, a registration, a
+    /// request made to wait) at most once a minute per kind, the next line counting those
+    /// left out. Returns whether a line was written.
+    fn audit(
+        &self,
+        sink: &(dyn Fn(Event<'_>) + Sync),
+        event: Event<'_>,
+        outcome: &'static str,
+    ) -> bool {
         let refused = outcome != "ok" && outcome != "waiting";
-        if !refused {
+        if !refused && !matches!(event.what, "register" | "authorize") {
             sink(event);
-            return;
+            return true;
         }
         let now = std::time::Instant::now();
         let left_out = {
@@ -209,7 +228,7 @@ impl SignIn {
             {
                 Some(r) if now.duration_since(r.audited) < REFUSAL_AUDIT_EVERY => {
                     r.left_out += 1;
-                    return;
+                    return false;
                 }
                 Some(r) => {
                     r.audited = now;
@@ -235,6 +254,7 @@ impl SignIn {
             client: &client,
             ..event
         });
+        true
     }
 
     /// The resource (RFC 8707) that names `connector`.
@@ -306,7 +326,9 @@ impl SignIn {
                 Ok(self.authorize(sink, modes, request.uri().query().unwrap_or("")))
             }
             (Method::GET, p) if p.starts_with("/oauth/wait/") => {
-                Ok(self.wait(&p["/oauth/wait/".len()..]))
+                let handle = &p["/oauth/wait/".len()..];
+                let cookie = cookie_of(&request, &self.cookie_name(handle));
+                Ok(self.wait(handle, cookie.as_deref()))
             }
             (Method::POST, "/oauth/token") => Ok(self.token(sink, modes, request).await),
             (
@@ -446,10 +468,28 @@ impl SignIn {
                     client = %name,
                     "a client asks to sign in; if you started it, approve it by typing the code your sign-in page shows on the control page, or with `gantry auth approve CODE`"
                 );
-                see_other(&format!("{}/oauth/wait/{}", self.issuer, pending.handle))
+                let mut r = see_other(&format!("{}/oauth/wait/{}", self.issuer, pending.handle));
+                // The waiting page shows its code, and hands over the answer, only to the
+                // browser that made the request: a link to it sent to someone else shows
+                // nothing there to approve.
+                let secure = if self.issuer.starts_with("https://") {
+                    "; Secure"
+                } else {
+                    ""
+                };
+                let cookie = format!(
+                    "{}={}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
+                    self.cookie_name(&pending.handle),
+                    pending.browser,
+                    oauth::REQUEST_WAIT_MS / 1000 + 120
+                );
+                if let Ok(v) = HeaderValue::from_str(&cookie) {
+                    r.headers_mut().insert(header::SET_COOKIE, v);
+                }
+                r
             }
             Err(e) => {
-                self.audit(
+                let written = self.audit(
                     sink,
                     Event {
                         connector: "-",
@@ -459,6 +499,11 @@ impl SignIn {
                     },
                     e.code(),
                 );
+                if written && matches!(e, AuthError::Busy) {
+                    tracing::warn!(
+                        "the sign-in waiting list is full: someone who knows your public host may be flooding it (requests expire after 5 minutes); if it goes on, stop the tunnel or change its name"
+                    );
+                }
                 // Never sent back to a redirect URI that was not checked: the user reads it.
                 page(
                     StatusCode::BAD_REQUEST,
@@ -473,8 +518,19 @@ impl SignIn {
         }
     }
 
-    fn wait(&self, handle: &str) -> Response {
-        match self.store.poll(handle, &self.issuer) {
+    /// The cookie that names the browser which made the request with `handle` (`__Host-`
+    /// bound to this origin where the issuer is https).
+    fn cookie_name(&self, handle: &str) -> String {
+        let id: String = handle.chars().take(12).collect();
+        if self.issuer.starts_with("https://") {
+            format!("__Host-gantry-signin-{id}")
+        } else {
+            format!("gantry-signin-{id}")
+        }
+    }
+
+    fn wait(&self, handle: &str, browser: Option<&str>) -> Response {
+        match self.store.poll(handle, browser, &self.issuer) {
             Ok(Poll::Waiting(p)) => page(
                 StatusCode::OK,
                 "Approve this sign-in on your computer",
@@ -493,6 +549,13 @@ impl SignIn {
                 true,
             ),
             Ok(Poll::Approved { redirect } | Poll::Denied { redirect }) => see_other(&redirect),
+            Ok(Poll::OtherBrowser) => page(
+                StatusCode::FORBIDDEN,
+                "This sign-in page belongs to another browser",
+                "<p>It can be followed only in the browser that started the sign-in, from the client that asked. \
+                 If someone sent you this link, do not approve anything for it: start a sign-in from your own client instead.</p>",
+                false,
+            ),
             Ok(Poll::Gone) => page(
                 StatusCode::NOT_FOUND,
                 "This sign-in request is over",
