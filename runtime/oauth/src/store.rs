@@ -360,15 +360,7 @@ fn create_private(path: &Path) -> std::io::Result<()> {
     options.write(true).create(true).truncate(false);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let file = options.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        if file.metadata()?.permissions().mode() & 0o077 != 0 {
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        }
-    }
-    Ok(())
+    state_dir::force_private(&options.open(path)?)
 }
 
 impl Auth {
