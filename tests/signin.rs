@@ -613,6 +613,15 @@ async fn a_flood_of_refused_tokens_leaves_one_audit_line_a_minute() {
         .filter(|l| audited(std::slice::from_ref(l), "refused", "invalid_token"))
         .collect();
     assert_eq!(refused.len(), 1, "{refused:#?}");
+    // Registering needs no credential either.
+    for _ in 0..20 {
+        register(&origin).await;
+    }
+    let registered = audit_lines(&sb)
+        .into_iter()
+        .filter(|l| audited(std::slice::from_ref(l), "register", "ok"))
+        .count();
+    assert_eq!(registered, 1);
 }
 
 #[tokio::test]
