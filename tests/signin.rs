@@ -32,6 +32,13 @@ async fn public_server(sb: &Sandbox) -> (HttpServer, String) {
     (http_server(cmd).await, format!("http://{public}"))
 }
 
+/// `connector`'s URL secret, as the state directory keeps it (OAuth connectors print none).
+fn url_secret(sb: &Sandbox, connector: &str) -> String {
+    let tokens: toml::Table =
+        toml::from_str(&std::fs::read_to_string(sb.path("state/tokens.toml")).unwrap()).unwrap();
+    tokens[connector].as_str().unwrap().to_string()
+}
+
 /// The MCP Python SDK, where `tests/run` put it.
 fn python_sdk() -> Option<PathBuf> {
     let dir = workspace("target/python-mcp");
@@ -385,9 +392,7 @@ async fn every_way_around_the_users_approval_is_refused() {
     assert_eq!(prm["authorization_servers"][0], origin);
 
     // The URL secret alone opens nothing where the connector signs in.
-    let tokens: toml::Table =
-        toml::from_str(&std::fs::read_to_string(sb.path("state/tokens.toml")).unwrap()).unwrap();
-    let secret = tokens["core"].as_str().unwrap();
+    let secret = &url_secret(&sb, "core");
     // The same 404 as a wrong secret: an old secret is not even confirmed.
     assert_eq!(
         initialize(&format!("{origin}/{secret}/mcp"), None)
@@ -631,9 +636,7 @@ async fn during_a_change_over_both_the_url_secret_and_a_sign_in_open_the_connect
     let (server, origin) = public_server(&sb).await;
     // The URL printed is the sign-in one; the secret is the one pasted before.
     assert_eq!(server.public["core"], format!("{origin}/core/mcp"));
-    let tokens: toml::Table =
-        toml::from_str(&std::fs::read_to_string(sb.path("state/tokens.toml")).unwrap()).unwrap();
-    let secret = tokens["core"].as_str().unwrap();
+    let secret = &url_secret(&sb, "core");
     assert_eq!(
         initialize(&format!("{origin}/{secret}/mcp"), None)
             .await
@@ -643,7 +646,7 @@ async fn during_a_change_over_both_the_url_secret_and_a_sign_in_open_the_connect
     let r = initialize(&format!("{origin}/core/mcp"), None).await;
     assert_eq!(r.status(), 401, "the sign-in path still asks for a token");
     // Other connectors keep the default with a public host: their secret opens nothing.
-    let files = tokens["files"].as_str().unwrap();
+    let files = &url_secret(&sb, "files");
     assert_eq!(
         initialize(&format!("{origin}/{files}/mcp"), None)
             .await

@@ -413,6 +413,21 @@ fn env_dir(var: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The error for a per-connector table (`[disclosure]`, `[auth]`) naming no connector.
+fn not_a_connector(name: &str, what: String) -> Option<ConfigError> {
+    (!generated::CONNECTORS.iter().any(|c| c.name == name)).then(|| ConfigError::Setting {
+        what,
+        reason: format!(
+            "not a connector ({})",
+            generated::CONNECTORS
+                .iter()
+                .map(|c| c.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
+}
+
 /// How a connector's HTTP endpoint is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthMode {
@@ -839,19 +854,10 @@ impl Settings {
         };
         let mut progressive = Vec::new();
         for (connector, how) in &file.disclosure {
-            if !generated::CONNECTORS.iter().any(|c| c.name == connector) {
-                errors.push(ConfigError::Setting {
-                    what: format!("{shown}: [disclosure] {connector}"),
-                    reason: format!(
-                        "not a connector ({})",
-                        generated::CONNECTORS
-                            .iter()
-                            .map(|c| c.name)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                });
-            }
+            errors.extend(not_a_connector(
+                connector,
+                format!("{shown}: [disclosure] {connector}"),
+            ));
             match how.as_str() {
                 "all" => {}
                 "progressive" => progressive.push(connector.clone()),
@@ -864,19 +870,7 @@ impl Settings {
         let mut auth = BTreeMap::new();
         for (connector, how) in &file.auth {
             let what = format!("{shown}: [auth] {connector}");
-            if !generated::CONNECTORS.iter().any(|c| c.name == connector) {
-                errors.push(ConfigError::Setting {
-                    what: what.clone(),
-                    reason: format!(
-                        "not a connector ({})",
-                        generated::CONNECTORS
-                            .iter()
-                            .map(|c| c.name)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                });
-            }
+            errors.extend(not_a_connector(connector, what.clone()));
             match AuthMode::parse(how) {
                 Some(mode) if mode.oauth() && public_host.is_none() => {
                     errors.push(ConfigError::Setting {

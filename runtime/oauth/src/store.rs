@@ -530,15 +530,7 @@ impl Auth {
              FROM request r JOIN client c ON c.id = r.client_id
              WHERE r.status = 'pending' AND r.created_ms >= ?1 ORDER BY r.created_ms",
         )?;
-        let rows = st.query_map(params![now - REQUEST_WAIT_MS], |r| {
-            Ok(PendingView {
-                user_code: r.get(0)?,
-                client_name: r.get(1)?,
-                redirect_host: redirect_host(&r.get::<_, String>(2)?),
-                connector: r.get(3)?,
-                created_ms: r.get(4)?,
-            })
-        })?;
+        let rows = st.query_map(params![now - REQUEST_WAIT_MS], pending_view)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -553,15 +545,7 @@ impl Auth {
                      FROM request r JOIN client c ON c.id = r.client_id
                      WHERE r.user_code = ?1 AND r.status = 'pending' AND r.created_ms >= ?2",
                     params![code, now - REQUEST_WAIT_MS],
-                    |r| {
-                        Ok(PendingView {
-                            user_code: r.get(0)?,
-                            client_name: r.get(1)?,
-                            redirect_host: redirect_host(&r.get::<_, String>(2)?),
-                            connector: r.get(3)?,
-                            created_ms: r.get(4)?,
-                        })
-                    },
+                    pending_view,
                 )
                 .optional()?
                 .ok_or_else(|| AuthError::UnknownCode(code.clone()))?;
@@ -852,6 +836,18 @@ impl Auth {
         self.write(|tx, now| revoke_in(tx, id, now))?;
         Ok(view)
     }
+}
+
+/// A waiting request as the user sees it, from a row of (code, client name, redirect URI,
+/// connector, created).
+fn pending_view(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingView> {
+    Ok(PendingView {
+        user_code: r.get(0)?,
+        client_name: r.get(1)?,
+        redirect_host: redirect_host(&r.get::<_, String>(2)?),
+        connector: r.get(3)?,
+        created_ms: r.get(4)?,
+    })
 }
 
 fn client_of(conn: &Connection, id: &str) -> Result<Option<Client>, AuthError> {
