@@ -1,7 +1,9 @@
 """An OAuth client for tests/signin.rs: the official MCP Python SDK's OAuthClientProvider
 signing in to `gantry serve --public-host ...`, with this script standing in for the browser.
 
-`python3 oauth_client.py <connector URL> <file to read>`. It speaks in lines on stdout:
+`python3 oauth_client.py <connector URL> <file to read> [<client document URL>]`: with the third
+argument the client is known by that document (its `client_id` is the URL) instead of
+registering. It speaks in lines on stdout:
 `CODE <code>` once gantry's sign-in page shows the code (the test then approves it as the
 user), `READ <text>` after a read with the token, `REFRESHED <text>` after a read once the
 token was refreshed, then waits for a line on stdin (the test revokes the grant meanwhile) and
@@ -46,7 +48,7 @@ def say(line):
     print(line, flush=True)
 
 
-async def main(url, path):
+async def main(url, path, document=None):
     result = asyncio.get_running_loop().create_future()
     authorizations = 0
     refused = False
@@ -107,6 +109,7 @@ async def main(url, path):
         storage=Memory(),
         redirect_handler=browse,
         callback_handler=callback,
+        client_metadata_url=document,
     )
 
     def text_of(res):
@@ -145,7 +148,7 @@ async def main(url, path):
 
 if __name__ == "__main__":
     try:
-        asyncio.run(main(sys.argv[1], sys.argv[2]))
+        asyncio.run(main(*sys.argv[1:4]))
     except BaseException as e:  # noqa: BLE001 - the test reads the reason
         print(f"oauth_client: {type(e).__name__}: {e}", file=sys.stderr)
         sys.exit(1)

@@ -71,15 +71,19 @@ fn sign_ins(
     );
     // Neither a code nor a button per row: a row's name is whatever the requester chose,
     // so a decision is made only on the code the user's own sign-in page shows.
-    p.push_str("<table><caption>Waiting (reload to see new ones; each expires after 5 minutes)</caption><thead><tr><th scope=\"col\">Client says it is</th><th scope=\"col\">Its redirect host</th><th scope=\"col\">Connector</th><th scope=\"col\">Since</th></tr></thead><tbody>");
+    p.push_str("<table><caption>Waiting (reload to see new ones; each expires after 5 minutes)</caption><thead><tr><th scope=\"col\">Client says it is</th><th scope=\"col\">Vouched for by</th><th scope=\"col\">Its redirect host</th><th scope=\"col\">Connector</th><th scope=\"col\">Since</th></tr></thead><tbody>");
     if pending.is_empty() {
-        p.push_str("<tr><td colspan=\"4\">None.</td></tr>");
+        p.push_str("<tr><td colspan=\"5\">None.</td></tr>");
     }
     for r in pending {
         let _ = write!(
             p,
-            "<tr data-pending><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr data-pending><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&r.client_name),
+            esc(r
+                .client_site
+                .as_deref()
+                .unwrap_or("nobody: it registered itself")),
             esc(&r.redirect_host),
             esc(&r.connector),
             when(r.created_ms),
@@ -94,7 +98,7 @@ fn sign_ins(
             p,
             "<tr data-grant=\"{}\"><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&g.id),
-            esc(&g.client_name),
+            esc(&oauth::described(&g.client_name, g.client_site.as_deref())),
             esc(&g.connector),
             when(g.created_ms),
             when(g.last_used_ms),

@@ -68,7 +68,7 @@ pub fn run(command: AuthCommand) -> Result<(), String> {
             for p in &pending {
                 println!(
                     "  {} asks for {} (its redirect host {}), since {}",
-                    p.client_name,
+                    oauth::described(&p.client_name, p.client_site.as_deref()),
                     p.connector,
                     p.redirect_host,
                     when(p.created_ms)
@@ -80,7 +80,7 @@ pub fn run(command: AuthCommand) -> Result<(), String> {
                 println!(
                     "  {}  {} on {}, signed in {}, last used {}",
                     g.id,
-                    g.client_name,
+                    oauth::described(&g.client_name, g.client_site.as_deref()),
                     g.connector,
                     when(g.created_ms),
                     when(g.last_used_ms)

@@ -12,6 +12,10 @@ pub enum AuthError {
     /// A registration's redirect URI is refused (RFC 7591 §3.2.2).
     #[error("{0}")]
     InvalidRedirectUri(String),
+    /// The client's metadata document (its `client_id` is an https URL) could not be
+    /// fetched, or says something refused.
+    #[error("{0}")]
+    ClientDocument(String),
     /// The client is not registered here.
     #[error("unknown client_id: register the client first")]
     InvalidClient,
@@ -44,7 +48,7 @@ impl AuthError {
             AuthError::InvalidRequest(_) => "invalid_request",
             AuthError::InvalidClientMetadata(_) => "invalid_client_metadata",
             AuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
-            AuthError::InvalidClient => "invalid_client",
+            AuthError::InvalidClient | AuthError::ClientDocument(_) => "invalid_client",
             AuthError::InvalidGrant(_) => "invalid_grant",
             AuthError::InvalidToken(_) => "invalid_token",
             AuthError::InvalidTarget(_) => "invalid_target",

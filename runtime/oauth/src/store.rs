@@ -8,6 +8,7 @@ use base64::Engine as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use sha2::Digest as _;
 
+use crate::document::{MAX_URI_BYTES, site_of};
 use crate::error::AuthError;
 use crate::pkce;
 
@@ -35,7 +36,6 @@ const MAX_CLIENTS: i64 = 200;
 const MAX_NAME_CHARS: usize = 80;
 /// Redirect URIs per client, and their length.
 const MAX_REDIRECTS: usize = 8;
-const MAX_URI_BYTES: usize = 2000;
 /// `last_used_ms` is written at most this often per grant: a write per request would cost
 /// more than the check.
 const LAST_USED_EVERY_MS: i64 = 60 * 1000;
@@ -143,6 +143,9 @@ pub struct PendingView {
     pub user_code: String,
     /// The client's name.
     pub client_name: String,
+    /// The site that vouches for the client: the host serving its client document, or
+    /// `None` for a client that registered itself here (its name is its own say-so).
+    pub client_site: Option<String>,
     /// Where the code would go (the redirect URI's host).
     pub redirect_host: String,
     /// The connector asked for.
@@ -213,6 +216,8 @@ pub struct GrantView {
     pub id: String,
     /// The client's name.
     pub client_name: String,
+    /// As [`PendingView::client_site`].
+    pub client_site: Option<String>,
     /// The connector it opens.
     pub connector: String,
     /// When the user approved it.
@@ -293,6 +298,16 @@ fn clean_name(name: &str) -> String {
         .collect::<String>()
         .trim()
         .to_string()
+}
+
+/// Checks a client's redirect URIs: one to [`MAX_REDIRECTS`], each as [`check_redirect`] says.
+fn check_redirects(uris: &[String]) -> Result<(), AuthError> {
+    if uris.is_empty() || uris.len() > MAX_REDIRECTS {
+        return Err(AuthError::InvalidRedirectUri(format!(
+            "redirect_uris: give 1 to {MAX_REDIRECTS}"
+        )));
+    }
+    uris.iter().try_for_each(|u| check_redirect(u))
 }
 
 /// Whether a redirect URI may receive codes: https anywhere, http only to this machine
@@ -414,39 +429,62 @@ impl Auth {
                 "client_name: required, so the user can tell who asks".into(),
             ));
         }
-        if reg.redirect_uris.is_empty() || reg.redirect_uris.len() > MAX_REDIRECTS {
-            return Err(AuthError::InvalidRedirectUri(format!(
-                "redirect_uris: give 1 to {MAX_REDIRECTS}"
-            )));
-        }
-        for uri in &reg.redirect_uris {
-            check_redirect(uri)?;
-        }
+        check_redirects(&reg.redirect_uris)?;
         let id = secret()?;
-        let uris = serde_json::to_string(&reg.redirect_uris)
-            .map_err(|e| AuthError::Store(e.to_string()))?;
-        self.write(|tx, now| {
+        self.keep_client(&id, &name, &reg.redirect_uris)
+    }
+
+    /// Keeps the client whose document (fetched from its id, an https URL) is `body`: its
+    /// name and redirect URIs as the document says today, its site vouching for it.
+    pub fn remember_document(&self, client_id: &str, body: &[u8]) -> Result<Client, AuthError> {
+        crate::document::document_url(client_id)?;
+        let doc = crate::document::Document::parse(client_id, body)?;
+        let mut name = clean_name(doc.client_name.as_deref().unwrap_or_default());
+        if name.is_empty() {
+            name = crate::document::site_of(client_id).unwrap_or_default();
+        }
+        check_redirects(&doc.redirect_uris)
+            .map_err(|e| AuthError::ClientDocument(format!("the client document: {e}")))?;
+        self.keep_client(client_id, &name, &doc.redirect_uris)
+    }
+
+    /// Writes client `id` (new, or as its document now says), making room among the
+    /// clients: registration is open to anyone on the public host, so the oldest that hold no
+    /// grant go first; one with a request not yet over is kept too.
+    fn keep_client(
+        &self,
+        id: &str,
+        name: &str,
+        redirect_uris: &[String],
+    ) -> Result<Client, AuthError> {
+        let uris =
+            serde_json::to_string(redirect_uris).map_err(|e| AuthError::Store(e.to_string()))?;
+        let created_ms = self.write(|tx, now| {
             tx.execute(
-                "INSERT INTO client(id, name, redirect_uris, created_ms) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO client(id, name, redirect_uris, created_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(id) DO UPDATE SET name = excluded.name, redirect_uris = excluded.redirect_uris",
                 params![id, name, uris, now],
             )?;
-            // Registration is open to anyone on the public host: the oldest clients that
-            // hold no grant go first; one with a request not yet over is kept too.
             tx.execute(
                 "DELETE FROM client WHERE id IN (
                    SELECT id FROM client
                    WHERE id NOT IN (SELECT client_id FROM grants WHERE revoked_ms IS NULL)
                      AND id NOT IN (SELECT client_id FROM request WHERE created_ms >= ?2)
+                     AND id <> ?3
                    ORDER BY created_ms DESC LIMIT -1 OFFSET ?1)",
-                params![MAX_CLIENTS, now - REQUEST_WAIT_MS - CODE_MS],
+                params![MAX_CLIENTS, now - REQUEST_WAIT_MS - CODE_MS, id],
             )?;
-            Ok(())
+            Ok(tx.query_row(
+                "SELECT created_ms FROM client WHERE id = ?1",
+                params![id],
+                |r| r.get::<_, i64>(0),
+            )?)
         })?;
         Ok(Client {
-            id,
-            name,
-            redirect_uris: reg.redirect_uris.clone(),
-            created_ms: self.now(),
+            id: id.to_string(),
+            name: name.to_string(),
+            redirect_uris: redirect_uris.to_vec(),
+            created_ms,
         })
     }
 
@@ -526,7 +564,7 @@ impl Auth {
         let now = self.now();
         let conn = lock(&self.conn);
         let mut st = conn.prepare(
-            "SELECT r.user_code, c.name, r.redirect_uri, r.connector, r.created_ms
+            "SELECT r.user_code, c.name, r.redirect_uri, r.connector, r.created_ms, c.id
              FROM request r JOIN client c ON c.id = r.client_id
              WHERE r.status = 'pending' AND r.created_ms >= ?1 ORDER BY r.created_ms",
         )?;
@@ -541,7 +579,7 @@ impl Auth {
         self.write(|tx, now| {
             let view = tx
                 .query_row(
-                    "SELECT r.user_code, c.name, r.redirect_uri, r.connector, r.created_ms
+                    "SELECT r.user_code, c.name, r.redirect_uri, r.connector, r.created_ms, c.id
                      FROM request r JOIN client c ON c.id = r.client_id
                      WHERE r.user_code = ?1 AND r.status = 'pending' AND r.created_ms >= ?2",
                     params![code, now - REQUEST_WAIT_MS],
@@ -572,9 +610,9 @@ impl Auth {
     ) -> Result<Poll, AuthError> {
         let handle_hash = hash(handle);
         self.write(|tx, now| {
-            let Some((status, code, client, redirect, connector, created, decided, state, browser_hash)) = tx
+            let Some((status, code, client, redirect, connector, created, decided, state, browser_hash, client_id)) = tx
                 .query_row(
-                    "SELECT r.status, r.user_code, c.name, r.redirect_uri, r.connector, r.created_ms, r.code_ms, r.state, r.browser_hash
+                    "SELECT r.status, r.user_code, c.name, r.redirect_uri, r.connector, r.created_ms, r.code_ms, r.state, r.browser_hash, c.id
                      FROM request r JOIN client c ON c.id = r.client_id WHERE r.handle_hash = ?1",
                     params![handle_hash],
                     |r| {
@@ -588,6 +626,7 @@ impl Auth {
                             r.get::<_, Option<i64>>(6)?,
                             r.get::<_, Option<String>>(7)?,
                             r.get::<_, String>(8)?,
+                            r.get::<_, String>(9)?,
                         ))
                     },
                 )
@@ -610,6 +649,7 @@ impl Auth {
                 "pending" if now - created <= REQUEST_WAIT_MS => Ok(Poll::Waiting(PendingView {
                     user_code: code,
                     client_name: client,
+                    client_site: site_of(&client_id),
                     redirect_host: redirect_host(&redirect),
                     connector,
                     created_ms: created,
@@ -809,7 +849,7 @@ impl Auth {
     pub fn grants(&self) -> Result<Vec<GrantView>, AuthError> {
         let conn = lock(&self.conn);
         let mut st = conn.prepare(
-            "SELECT g.id, COALESCE(c.name, ''), g.connector, g.created_ms, g.last_used_ms
+            "SELECT g.id, COALESCE(c.name, ''), g.connector, g.created_ms, g.last_used_ms, g.client_id
              FROM grants g LEFT JOIN client c ON c.id = g.client_id
              WHERE g.revoked_ms IS NULL ORDER BY g.created_ms DESC",
         )?;
@@ -817,6 +857,7 @@ impl Auth {
             Ok(GrantView {
                 id: r.get(0)?,
                 client_name: r.get(1)?,
+                client_site: site_of(&r.get::<_, String>(5)?),
                 connector: r.get(2)?,
                 created_ms: r.get(3)?,
                 last_used_ms: r.get(4)?,
@@ -839,11 +880,12 @@ impl Auth {
 }
 
 /// A waiting request as the user sees it, from a row of (code, client name, redirect URI,
-/// connector, created).
+/// connector, created, client id).
 fn pending_view(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingView> {
     Ok(PendingView {
         user_code: r.get(0)?,
         client_name: r.get(1)?,
+        client_site: site_of(&r.get::<_, String>(5)?),
         redirect_host: redirect_host(&r.get::<_, String>(2)?),
         connector: r.get(3)?,
         created_ms: r.get(4)?,

@@ -279,7 +279,10 @@ impl App {
             None => None,
             Some(issuer) => {
                 match oauth::Auth::open(&settings.state_dir.join(oauth::AUTH_DB)) {
-                    Ok(store) => Some(transport::signin::SignIn::new(Arc::new(store), issuer)),
+                    Ok(store) => match transport::signin::SignIn::new(Arc::new(store), issuer) {
+                        Ok(sign_in) => Some(sign_in),
+                        Err(e) => return Err(vec![format!("cannot start the sign-in: {e}")]),
+                    },
                     Err(e) => {
                         // A connector that signs in with OAuth would open to nobody; say
                         // why at start instead.

@@ -32,6 +32,8 @@ pub struct SignIn {
     pub issuer: String,
     /// Per kind of refusal: when it was last audited, and how many since were not.
     refusals: Arc<std::sync::Mutex<Vec<Refusals>>>,
+    /// Fetches the documents of clients whose id is an https URL.
+    documents: Arc<client_documents::Fetcher>,
 }
 
 /// One kind of refusal (event and outcome), as the audit throttles it.
@@ -193,13 +195,30 @@ async fn body_of(request: Request) -> Result<Vec<u8>, AuthError> {
 }
 
 impl SignIn {
-    /// The sign-in kept in `store`, issued as `issuer`.
-    pub fn new(store: Arc<Auth>, issuer: String) -> SignIn {
-        SignIn {
+    /// The sign-in kept in `store`, issued as `issuer`. Fails when the certificates named
+    /// by `SSL_CERT_FILE` cannot be read.
+    pub fn new(store: Arc<Auth>, issuer: String) -> Result<SignIn, String> {
+        // A public host that is itself a loopback name is reachable only from this machine:
+        // its clients' documents may be too. Any other fetches from public addresses only.
+        let local = url::Url::parse(&issuer)
+            .ok()
+            .is_some_and(|u| match u.host() {
+                Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+                Some(url::Host::Ipv4(a)) => a.is_loopback(),
+                Some(url::Host::Ipv6(a)) => a.is_loopback(),
+                None => false,
+            });
+        let reach = if local {
+            client_documents::Reach::PublicAndLoopback
+        } else {
+            client_documents::Reach::Public
+        };
+        Ok(SignIn {
             store,
             issuer,
             refusals: Arc::default(),
-        }
+            documents: Arc::new(client_documents::Fetcher::new(reach)?),
+        })
     }
 
     /// Audits `event`; what anyone on the internet can cause (a refusal, a registration, a
@@ -322,9 +341,9 @@ impl SignIn {
                 })
             }
             (Method::POST, "/oauth/register") => Ok(self.register(sink, request).await),
-            (Method::GET, "/oauth/authorize") => {
-                Ok(self.authorize(sink, modes, request.uri().query().unwrap_or("")))
-            }
+            (Method::GET, "/oauth/authorize") => Ok(self
+                .authorize(sink, modes, request.uri().query().unwrap_or(""))
+                .await),
             (Method::GET, p) if p.starts_with("/oauth/wait/") => {
                 let handle = &p["/oauth/wait/".len()..];
                 let cookie = cookie_of(&request, &self.cookie_name(handle));
@@ -362,6 +381,7 @@ impl SignIn {
                 "code_challenge_methods_supported": ["S256"],
                 "token_endpoint_auth_methods_supported": ["none"],
                 "authorization_response_iss_parameter_supported": true,
+                "client_id_metadata_document_supported": true,
             }),
         )
     }
@@ -416,13 +436,13 @@ impl SignIn {
         }
     }
 
-    fn authorize(
+    async fn authorize(
         &self,
         sink: &(dyn Fn(Event<'_>) + Sync),
         modes: &[(&'static str, AuthMode)],
         query: &str,
     ) -> Response {
-        let outcome = (|| {
+        let outcome = async {
             let q = query_pairs(query)?;
             if required(&q, "response_type")? != "code" {
                 return Err(AuthError::InvalidRequest(
@@ -436,6 +456,17 @@ impl SignIn {
             }
             let connector = self.connector_of(modes, required(&q, "resource")?)?;
             let client_id = required(&q, "client_id")?;
+            if oauth::is_document_id(client_id) {
+                // Fetched at every request, not cached: the document says who the client
+                // is today, and requests are rare (and each waits for the user).
+                let url = oauth::document_url(client_id)?;
+                let body = self
+                    .documents
+                    .fetch(&url)
+                    .await
+                    .map_err(|e| AuthError::ClientDocument(e.to_string()))?;
+                self.store.remember_document(client_id, &body)?;
+            }
             let pending = self.store.begin(&oauth::Request {
                 client_id,
                 redirect_uri: required(&q, "redirect_uri")?,
@@ -447,8 +478,9 @@ impl SignIn {
                 .store
                 .client(client_id)?
                 .map_or_else(|| "-".to_string(), |c| c.name);
-            Ok((pending, connector, name))
-        })();
+            Ok::<_, AuthError>((pending, connector, name))
+        }
+        .await;
         match outcome {
             Ok((pending, connector, name)) => {
                 self.audit(
@@ -535,7 +567,7 @@ impl SignIn {
                 StatusCode::OK,
                 "Approve this sign-in on your computer",
                 &format!(
-                    "<p><b>{}</b> asks to use gantry's <b>{}</b> connector; the answer goes to <b>{}</b>.</p>\
+                    "<p><b>{}</b> asks to use gantry's <b>{}</b> connector; the answer goes to <b>{}</b>.</p><p>{}</p>\
                      <p>Your code:</p><p class=\"code\">{}</p>\
                      <p>On the computer gantry runs on, open gantry's control page and approve the request with this code, \
                      or run <code>gantry auth approve {}</code>. This page moves on by itself once you have.</p>\
@@ -543,6 +575,10 @@ impl SignIn {
                     escape(&p.client_name),
                     escape(&p.connector),
                     escape(&p.redirect_host),
+                    escape(&match &p.client_site {
+                        Some(site) => format!("Its identity is vouched for by {site}, which serves its client document."),
+                        None => "It registered itself here: its name is its own claim, checked by no one.".to_string(),
+                    }),
                     escape(&p.user_code),
                     escape(&p.user_code),
                 ),

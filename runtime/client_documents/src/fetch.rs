@@ -1,0 +1,244 @@
+//! The guarded GET of a client document: resolve, check every address, connect to the
+//! checked one, TLS against the compiled-in roots, one HTTP/1.1 request, a bounded body.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Empty, Limited};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject as _};
+use tokio::sync::Semaphore;
+
+use crate::address::is_public;
+
+/// The most a client document may weigh (the draft's own suggestion).
+pub const MAX_DOCUMENT_BYTES: usize = 5 * 1024;
+/// How long a fetch may take, from the lookup to the last byte.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Fetches under way at once; more are refused rather than queued, so a flood of sign-in
+/// requests naming slow URLs holds no more than this.
+const AT_ONCE: usize = 4;
+
+/// A fetch that did not give a document. The message names the URL's host, never its path
+/// or query, and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// Not an https URL with a host.
+    #[error("client_id: a client document is fetched only from an https URL with a host")]
+    NotHttps,
+    /// The name did not resolve.
+    #[error("client_id: `{0}` could not be looked up")]
+    Lookup(String),
+    /// The name resolves to an address that is not public.
+    #[error(
+        "client_id: `{host}` resolves to {address}, which is not a public address; client documents are fetched only from the public internet"
+    )]
+    NotPublic {
+        /// The URL's host.
+        host: String,
+        /// The address refused.
+        address: IpAddr,
+    },
+    /// The connection or TLS failed.
+    #[error("client_id: `{host}` could not be reached over https: {why}")]
+    Unreachable {
+        /// The URL's host.
+        host: String,
+        /// What failed (no secret: the TLS or socket error).
+        why: String,
+    },
+    /// Anything but 200.
+    #[error(
+        "client_id: `{host}` answered HTTP {status} for the client document (redirects are not followed)"
+    )]
+    Status {
+        /// The URL's host.
+        host: String,
+        /// Its status.
+        status: u16,
+    },
+    /// Over [`MAX_DOCUMENT_BYTES`].
+    #[error("client_id: the client document at `{0}` is over 5 KiB")]
+    TooLarge(String),
+    /// Over [`FETCH_TIMEOUT`].
+    #[error("client_id: the client document at `{0}` did not arrive within 5 s")]
+    TimedOut(String),
+    /// [`AT_ONCE`] fetches are under way.
+    #[error("client_id: too many client documents are being fetched; try again in a moment")]
+    Busy,
+}
+
+/// Which addresses a [`Fetcher`] may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Public addresses only: a server whose public host is on the internet.
+    Public,
+    /// Public ones and this machine's loopback: a server whose public host is itself a
+    /// loopback name (a trial, or the tests), which nobody else can reach anyway.
+    PublicAndLoopback,
+}
+
+/// Fetches client documents.
+pub struct Fetcher {
+    tls: tokio_rustls::TlsConnector,
+    reach: Reach,
+    slots: Semaphore,
+}
+
+impl Fetcher {
+    /// A fetcher trusting Mozilla's roots and those in `SSL_CERT_FILE`, if set.
+    pub fn new(reach: Reach) -> Result<Fetcher, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(file) = std::env::var_os("SSL_CERT_FILE") {
+            let certs = CertificateDer::pem_file_iter(&file)
+                .map_err(|e| format!("SSL_CERT_FILE ({}): {e}", file.to_string_lossy()))?;
+            for cert in certs {
+                let cert =
+                    cert.map_err(|e| format!("SSL_CERT_FILE ({}): {e}", file.to_string_lossy()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("SSL_CERT_FILE ({}): {e}", file.to_string_lossy()))?;
+            }
+        }
+        // ring lacks the post-quantum key exchange (hence the deprecation); what crosses
+        // this connection is a public document whose integrity matters, not its secrecy in
+        // ten years, and aws-lc would need cmake and break the cross builds.
+        #[allow(deprecated)]
+        let provider = rustls::crypto::ring::default_provider();
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Fetcher {
+            tls: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            reach,
+            slots: Semaphore::new(AT_ONCE),
+        })
+    }
+
+    /// The document at `url`: its body, when the answer was 200 within the bounds.
+    pub async fn fetch(&self, url: &url::Url) -> Result<Bytes, FetchError> {
+        let host = match (url.scheme(), url.host_str()) {
+            ("https", Some(h)) => h.to_string(),
+            _ => return Err(FetchError::NotHttps),
+        };
+        let _slot = self.slots.try_acquire().map_err(|_| FetchError::Busy)?;
+        tokio::time::timeout(FETCH_TIMEOUT, self.get(url, &host))
+            .await
+            .map_err(|_| FetchError::TimedOut(host.clone()))?
+    }
+
+    async fn get(&self, url: &url::Url, host: &str) -> Result<Bytes, FetchError> {
+        let address = self.address_of(url, host).await?;
+        let unreachable = |why: String| FetchError::Unreachable {
+            host: host.to_string(),
+            why,
+        };
+        let tcp = tokio::net::TcpStream::connect(address)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let name = match url.host() {
+            Some(url::Host::Ipv4(ip)) => ServerName::IpAddress(IpAddr::V4(ip).into()),
+            Some(url::Host::Ipv6(ip)) => ServerName::IpAddress(IpAddr::V6(ip).into()),
+            _ => ServerName::try_from(host.to_string()).map_err(|e| unreachable(e.to_string()))?,
+        };
+        let tls = self
+            .tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let (mut send, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        // The connection is driven beside the request; it ends with the fetch's timeout at
+        // the latest, as dropping the task's handle does not stop it.
+        let driver = tokio::spawn(connection);
+        let _stop = AbortOnDrop(driver);
+        let target = match url.query() {
+            Some(q) => format!("{}?{q}", url.path()),
+            None => url.path().to_string(),
+        };
+        let authority = match url.port() {
+            Some(p) => format!("{}:{p}", url.host_str().unwrap_or(host)),
+            None => url.host_str().unwrap_or(host).to_string(),
+        };
+        let request = http::Request::get(target)
+            .header(http::header::HOST, authority)
+            .header(http::header::ACCEPT, "application/json")
+            .header(
+                http::header::USER_AGENT,
+                concat!("gantry/", env!("CARGO_PKG_VERSION")),
+            )
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| unreachable(e.to_string()))?;
+        let response = send
+            .send_request(request)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        if response.status() != http::StatusCode::OK {
+            return Err(FetchError::Status {
+                host: host.to_string(),
+                status: response.status().as_u16(),
+            });
+        }
+        let too_large = response
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > MAX_DOCUMENT_BYTES as u64);
+        if too_large {
+            return Err(FetchError::TooLarge(host.to_string()));
+        }
+        Limited::new(response.into_body(), MAX_DOCUMENT_BYTES)
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    FetchError::TooLarge(host.to_string())
+                } else {
+                    unreachable(e.to_string())
+                }
+            })
+    }
+
+    /// The one address to connect to: the name resolved once, every address it gives checked
+    /// (a name that mixes a public address with a private one is refused, not filtered).
+    async fn address_of(&self, url: &url::Url, host: &str) -> Result<SocketAddr, FetchError> {
+        let port = url.port_or_known_default().unwrap_or(443);
+        let addresses: Vec<SocketAddr> = match url.host() {
+            Some(url::Host::Ipv4(ip)) => vec![SocketAddr::new(ip.into(), port)],
+            Some(url::Host::Ipv6(ip)) => vec![SocketAddr::new(ip.into(), port)],
+            _ => tokio::net::lookup_host((host, port))
+                .await
+                .map_err(|_| FetchError::Lookup(host.to_string()))?
+                .collect(),
+        };
+        let allowed = |ip: IpAddr| {
+            is_public(ip) || (self.reach == Reach::PublicAndLoopback && ip.is_loopback())
+        };
+        if let Some(refused) = addresses.iter().find(|a| !allowed(a.ip())) {
+            return Err(FetchError::NotPublic {
+                host: host.to_string(),
+                address: refused.ip(),
+            });
+        }
+        addresses
+            .first()
+            .copied()
+            .ok_or_else(|| FetchError::Lookup(host.to_string()))
+    }
+}
+
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
