@@ -407,6 +407,19 @@ async fn roots_added_and_removed_on_the_page_apply_to_the_next_call() {
     assert!(said.contains("the last root cannot be removed"), "{said}");
     let said = post_form(&page, "roots/add", &[("path", "relative/dir")]).await;
     assert!(said.contains("give an absolute path"), "{said}");
+    // A missing directory is named in words, not as the system's error number.
+    let missing = first.join("not-made-yet");
+    let said = post_form(
+        &page,
+        "roots/add",
+        &[("path", &missing.display().to_string())],
+    )
+    .await;
+    assert!(
+        said.contains("not-made-yet: no such directory; create it first")
+            && !said.contains("os error"),
+        "{said}"
+    );
     assert_eq!(
         std::fs::read_to_string(sb.path("config.toml")).unwrap(),
         before

@@ -624,6 +624,16 @@ async fn the_audit_log_shows_decisions_targets_and_policies() {
     );
     assert_eq!(shown.lines().count(), 1, "{shown}");
     assert!(shown.contains("\"tool\":\"apply_patch\""), "{shown}");
+    // Its time for people (RFC 3339, UTC) first, beside the milliseconds for programs.
+    let line: serde_json::Value = serde_json::from_str(shown.trim()).unwrap();
+    let time = line["time"].as_str().unwrap_or_default();
+    let ms = line["ts_ms"].as_u64().unwrap();
+    assert_eq!(
+        humantime::parse_rfc3339(time).ok(),
+        Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)),
+        "{shown}"
+    );
+    assert!(shown.starts_with("{\"time\":\""), "{shown}");
 
     // What is typed into a running command is what runs there: it is recorded too.
     let client = sb.stdio(&[]).await;

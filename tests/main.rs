@@ -33,6 +33,9 @@ mod exec;
 #[cfg(target_os = "linux")]
 mod faults;
 mod files;
+// Signals and pipes as a shell has them.
+#[cfg(unix)]
+mod first_hour;
 // Real sshd instances and /proc.
 #[cfg(target_os = "linux")]
 mod hosts;

@@ -182,8 +182,8 @@ async fn python_sdk_session(
     assert!(listed.contains("grants in force: 0"), "{listed}");
     // Who vouches for the client is shown beside its name.
     let vouched = match document {
-        Some(_) => "gantry sign-in test (its document is on localhost)",
-        None => "gantry sign-in test (registered itself: the name is its own claim)",
+        Some(_) => "[document on localhost] gantry sign-in test",
+        None => "[registered itself, unchecked] gantry sign-in test",
     };
     assert!(listed.contains(vouched), "{listed}");
     match by {

@@ -46,6 +46,8 @@ try {
     await row.first().waitFor();
     const text = await row.first().textContent();
     if (!text.includes("deny")) fail(`the row says ${JSON.stringify(text)}`);
+    // Its time in RFC 3339 (UTC), as `gantry audit` and the log write it.
+    if (!/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/.test(text)) fail(`the row's time is not RFC 3339: ${JSON.stringify(text)}`);
   } else if (scenario === "approve-sign-in") {
     // argument: the code a client's sign-in page shows. The user types it, as they read it,
     // into the approval form; no row offers an approval of its own.

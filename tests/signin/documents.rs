@@ -270,6 +270,12 @@ async fn documents_that_do_not_hold_are_refused_and_private_addresses_never_fetc
             ),
             &[],
         ),
+        (
+            "/echo.json",
+            200,
+            "\"SECRET-LOOKING <b>content</b>\"".to_string(),
+            &[],
+        ),
     ]);
     let (server, origin) = public_server_with(&sb, &[("SSL_CERT_FILE", &site.ca)]).await;
     let core = format!("{origin}/core/mcp");
@@ -309,10 +315,28 @@ async fn documents_that_do_not_hold_are_refused_and_private_addresses_never_fetc
         ("/secret.json", "token_endpoint_auth_method"),
         ("/anywhere.json", "only https, or http to this machine"),
         ("/gone.json", "answered HTTP 404"),
+        (
+            "/echo.json",
+            "not a JSON object with the fields expected (at line 1",
+        ),
     ] {
         let page = refused(&origin, &site.url(path), REDIRECT, &core).await;
         assert!(page.contains(says), "{path}: {page}");
+        // What the site sent is not quoted back to whoever asked.
+        assert!(!page.contains("SECRET-LOOKING"), "{path}: {page}");
     }
+    // Fetched whole once, the document is not fetched again for ten minutes.
+    assert_eq!(
+        site.asked().iter().filter(|p| *p == "/client.json").count(),
+        1,
+        "{:?}",
+        site.asked()
+    );
+    // A request that cannot go on fetches nothing.
+    let asked = site.asked().len();
+    let page = refused(&origin, &site.url("/never.json"), "", &core).await;
+    assert!(page.contains("redirect_uri"), "{page}");
+    assert_eq!(site.asked().len(), asked);
     // A redirect the document does not list.
     let page = refused(&origin, &good, "http://127.0.0.1:9/elsewhere", &core).await;
     assert!(page.contains("not one the client registered"), "{page}");
@@ -363,6 +387,9 @@ async fn documents_that_do_not_hold_are_refused_and_private_addresses_never_fetc
         "https://gantry.example.com/core/mcp",
     )
     .await;
-    assert!(page.contains("which is not a public address"), "{page}");
+    assert!(
+        page.contains("does not lead to a public address of another machine"),
+        "{page}"
+    );
     assert_eq!(site.asked().len(), asked, "nothing was fetched");
 }

@@ -50,12 +50,6 @@ pub struct View<'a> {
 }
 
 /// A time as the page shows it (UTC, to the second).
-fn when(ms: i64) -> String {
-    let at =
-        std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-    humantime::format_rfc3339_seconds(at).to_string()
-}
-
 /// The sign-in section: each waiting request with its code to compare, each grant to end.
 fn sign_ins(
     p: &mut String,
@@ -86,7 +80,7 @@ fn sign_ins(
                 .unwrap_or("nobody: it registered itself")),
             esc(&r.redirect_host),
             esc(&r.connector),
-            when(r.created_ms),
+            audit::rfc3339_seconds(r.created_ms),
         );
     }
     p.push_str("</tbody></table><table><caption>Clients signed in</caption><thead><tr><th scope=\"col\">Client</th><th scope=\"col\">Connector</th><th scope=\"col\">Signed in</th><th scope=\"col\">Last used</th><th scope=\"col\">End</th></tr></thead><tbody>");
@@ -100,8 +94,8 @@ fn sign_ins(
             esc(&g.id),
             esc(&oauth::described(&g.client_name, g.client_site.as_deref())),
             esc(&g.connector),
-            when(g.created_ms),
-            when(g.last_used_ms),
+            audit::rfc3339_seconds(g.created_ms),
+            audit::rfc3339_seconds(g.last_used_ms),
             button_form(
                 "auth/revoke",
                 csrf,
@@ -427,7 +421,7 @@ function tail() {
     let line; try { line = JSON.parse(m.data); } catch { return; }
     const row = document.createElement("tr");
     row.className = "decision-" + line.decision;
-    cell(row, new Date(line.ts_ms).toLocaleTimeString());
+    cell(row, line.time);
     cell(row, line.connector); cell(row, line.tool); cell(row, line.decision); cell(row, line.outcome);
     // The first decision is often about the whole machine (Host); show what the call touched.
     const ds = line.decisions || [];

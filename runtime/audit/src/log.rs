@@ -40,7 +40,9 @@ pub const FILE_NAME: &str = "audit.jsonl";
 /// One audit line.
 #[derive(Debug, Serialize)]
 pub struct Entry<'a> {
-    /// Milliseconds since the Unix epoch.
+    /// Milliseconds since the Unix epoch; written as `time` (RFC 3339, UTC, to the
+    /// millisecond, for people) and `ts_ms` (for programs).
+    #[serde(flatten, serialize_with = "time_and_ms")]
     pub ts_ms: u128,
     /// The connector the call came through.
     pub connector: &'a str,
@@ -73,6 +75,14 @@ pub struct Entry<'a> {
     /// `intent` on the line written before a call acts (its outcome line has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phase: Option<&'static str>,
+}
+
+fn time_and_ms<S: serde::Serializer>(ms: &u128, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap as _;
+    let mut map = s.serialize_map(Some(2))?;
+    map.serialize_entry("time", &crate::time::rfc3339_millis(*ms))?;
+    map.serialize_entry("ts_ms", ms)?;
+    map.end()
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -19,10 +19,19 @@ pub const MAX_DOCUMENT_BYTES: usize = 5 * 1024;
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Fetches under way at once; more are refused rather than queued, so a flood of sign-in
 /// requests naming slow URLs holds no more than this.
-const AT_ONCE: usize = 4;
+const AT_ONCE: usize = 8;
+/// The most the answer's status line and headers may weigh (hyper's least).
+const MAX_HEAD_BYTES: usize = 8192;
+/// How long a document fetched whole stays good: a client signing in again within it is not
+/// fetched again, and a flood of slow URLs cannot keep it out.
+const KEPT_FOR: Duration = Duration::from_secs(10 * 60);
+/// Documents kept at most.
+const KEPT_MAX: usize = 64;
+/// Longest error text taken from below (TLS, sockets).
+const MAX_WHY_CHARS: usize = 160;
 
-/// A fetch that did not give a document. The message names the URL's host, never its path
-/// or query, and says what to do.
+/// A fetch that did not give a document. The message names the URL's host, never its path,
+/// query, the addresses it resolves to or what the site sent.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     /// Not an https URL with a host.
@@ -31,18 +40,13 @@ pub enum FetchError {
     /// The name did not resolve.
     #[error("client_id: `{0}` could not be looked up")]
     Lookup(String),
-    /// The name resolves to an address that is not public.
+    /// The name resolves to an address that is not public, or that is this machine's own.
     #[error(
-        "client_id: `{host}` resolves to {address}, which is not a public address; client documents are fetched only from the public internet"
+        "client_id: `{0}` does not lead to a public address of another machine; client documents are fetched only from the public internet"
     )]
-    NotPublic {
-        /// The URL's host.
-        host: String,
-        /// The address refused.
-        address: IpAddr,
-    },
+    NotPublic(String),
     /// The connection or TLS failed.
-    #[error("client_id: `{host}` could not be reached over https: {why}")]
+    #[error("client_id: `{host}` could not be reached over https ({why})")]
     Unreachable {
         /// The URL's host.
         host: String,
@@ -59,7 +63,7 @@ pub enum FetchError {
         /// Its status.
         status: u16,
     },
-    /// Over [`MAX_DOCUMENT_BYTES`].
+    /// Over [`MAX_DOCUMENT_BYTES`] (or its head over [`MAX_HEAD_BYTES`]).
     #[error("client_id: the client document at `{0}` is over 5 KiB")]
     TooLarge(String),
     /// Over [`FETCH_TIMEOUT`].
@@ -85,22 +89,40 @@ pub struct Fetcher {
     tls: tokio_rustls::TlsConnector,
     reach: Reach,
     slots: Semaphore,
+    /// Documents fetched whole lately, by URL: when, and the body.
+    kept: std::sync::Mutex<Vec<(String, std::time::Instant, Bytes)>>,
 }
 
 impl Fetcher {
-    /// A fetcher trusting Mozilla's roots and those in `SSL_CERT_FILE`, if set.
+    /// A fetcher trusting Mozilla's roots and those in `SSL_CERT_FILE`, if set. A file
+    /// that cannot be read adds nothing (and the log says so): fewer sites are trusted,
+    /// never more.
     pub fn new(reach: Reach) -> Result<Fetcher, String> {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         if let Some(file) = std::env::var_os("SSL_CERT_FILE") {
-            let certs = CertificateDer::pem_file_iter(&file)
-                .map_err(|e| format!("SSL_CERT_FILE ({}): {e}", file.to_string_lossy()))?;
-            for cert in certs {
-                let cert =
-                    cert.map_err(|e| format!("SSL_CERT_FILE ({}): {e}", file.to_string_lossy()))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("SSL_CERT_FILE ({}): {e}", file.to_string_lossy()))?;
+            let read = CertificateDer::pem_file_iter(&file)
+                .map_err(|e| e.to_string())
+                .and_then(|certs| {
+                    certs
+                        .map(|c| c.map_err(|e| e.to_string()))
+                        .collect::<Result<Vec<_>, _>>()
+                });
+            match read {
+                Ok(certs) => {
+                    let (_, refused) = roots.add_parsable_certificates(certs);
+                    if refused > 0 {
+                        tracing::warn!(
+                            file = %file.to_string_lossy(),
+                            refused,
+                            "SSL_CERT_FILE holds certificates that are not usable as roots; they are not trusted"
+                        );
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    file = %file.to_string_lossy(),
+                    "SSL_CERT_FILE cannot be read ({e}); client documents are checked against the built-in roots only"
+                ),
             }
         }
         // ring lacks the post-quantum key exchange (hence the deprecation); what crosses
@@ -117,26 +139,55 @@ impl Fetcher {
             tls: tokio_rustls::TlsConnector::from(Arc::new(config)),
             reach,
             slots: Semaphore::new(AT_ONCE),
+            kept: std::sync::Mutex::default(),
         })
     }
 
-    /// The document at `url`: its body, when the answer was 200 within the bounds.
+    /// The document at `url`: its body, when the answer was 200 within the bounds (or it
+    /// was, within the last ten minutes).
     pub async fn fetch(&self, url: &url::Url) -> Result<Bytes, FetchError> {
         let host = match (url.scheme(), url.host_str()) {
             ("https", Some(h)) => h.to_string(),
             _ => return Err(FetchError::NotHttps),
         };
+        if let Some(body) = self.kept(url.as_str()) {
+            return Ok(body);
+        }
         let _slot = self.slots.try_acquire().map_err(|_| FetchError::Busy)?;
-        tokio::time::timeout(FETCH_TIMEOUT, self.get(url, &host))
+        let body = tokio::time::timeout(FETCH_TIMEOUT, self.get(url, &host))
             .await
-            .map_err(|_| FetchError::TimedOut(host.clone()))?
+            .map_err(|_| FetchError::TimedOut(host.clone()))??;
+        self.keep(url.as_str(), body.clone());
+        Ok(body)
+    }
+
+    fn kept(&self, url: &str) -> Option<Bytes> {
+        let kept = match self.kept.lock() {
+            Ok(k) => k,
+            Err(p) => p.into_inner(),
+        };
+        kept.iter()
+            .find(|(u, at, _)| u == url && at.elapsed() < KEPT_FOR)
+            .map(|(_, _, body)| body.clone())
+    }
+
+    fn keep(&self, url: &str, body: Bytes) {
+        let mut kept = match self.kept.lock() {
+            Ok(k) => k,
+            Err(p) => p.into_inner(),
+        };
+        kept.retain(|(u, at, _)| u != url && at.elapsed() < KEPT_FOR);
+        if kept.len() >= KEPT_MAX {
+            kept.remove(0);
+        }
+        kept.push((url.to_string(), std::time::Instant::now(), body));
     }
 
     async fn get(&self, url: &url::Url, host: &str) -> Result<Bytes, FetchError> {
         let address = self.address_of(url, host).await?;
         let unreachable = |why: String| FetchError::Unreachable {
             host: host.to_string(),
-            why,
+            why: why.chars().take(MAX_WHY_CHARS).collect(),
         };
         let tcp = tokio::net::TcpStream::connect(address)
             .await
@@ -146,12 +197,21 @@ impl Fetcher {
             Some(url::Host::Ipv6(ip)) => ServerName::IpAddress(IpAddr::V6(ip).into()),
             _ => ServerName::try_from(host.to_string()).map_err(|e| unreachable(e.to_string()))?,
         };
-        let tls = self
-            .tls
-            .connect(name, tcp)
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
-        let (mut send, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        let tls = self.tls.connect(name, tcp).await.map_err(|e| {
+            // Not rustls's own words: they list every name the certificate holds.
+            let refused = e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+                .is_some_and(|e| matches!(e, rustls::Error::InvalidCertificate(_)));
+            unreachable(if refused {
+                "its certificate is not trusted, or not for this name".to_string()
+            } else {
+                "the TLS handshake failed".to_string()
+            })
+        })?;
+        let (mut send, connection) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(MAX_HEAD_BYTES)
+            .handshake(TokioIo::new(tls))
             .await
             .map_err(|e| unreachable(e.to_string()))?;
         // The connection is driven beside the request; it ends with the fetch's timeout at
@@ -175,10 +235,13 @@ impl Fetcher {
             )
             .body(Empty::<Bytes>::new())
             .map_err(|e| unreachable(e.to_string()))?;
-        let response = send
-            .send_request(request)
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
+        let response = send.send_request(request).await.map_err(|e| {
+            if e.is_parse_too_large() {
+                FetchError::TooLarge(host.to_string())
+            } else {
+                unreachable(e.to_string())
+            }
+        })?;
         if response.status() != http::StatusCode::OK {
             return Err(FetchError::Status {
                 host: host.to_string(),
@@ -208,7 +271,9 @@ impl Fetcher {
     }
 
     /// The one address to connect to: the name resolved once, every address it gives checked
-    /// (a name that mixes a public address with a private one is refused, not filtered).
+    /// (a name that mixes a public address with a private one is refused, not filtered), and
+    /// none of them this machine's own (a public address on one of its interfaces reaches its
+    /// services as loopback would).
     async fn address_of(&self, url: &url::Url, host: &str) -> Result<SocketAddr, FetchError> {
         let port = url.port_or_known_default().unwrap_or(443);
         let addresses: Vec<SocketAddr> = match url.host() {
@@ -219,20 +284,42 @@ impl Fetcher {
                 .map_err(|_| FetchError::Lookup(host.to_string()))?
                 .collect(),
         };
-        let allowed = |ip: IpAddr| {
-            is_public(ip) || (self.reach == Reach::PublicAndLoopback && ip.is_loopback())
-        };
-        if let Some(refused) = addresses.iter().find(|a| !allowed(a.ip())) {
-            return Err(FetchError::NotPublic {
-                host: host.to_string(),
-                address: refused.ip(),
-            });
+        let loopback_ok = self.reach == Reach::PublicAndLoopback;
+        for a in &addresses {
+            let allowed = if a.ip().is_loopback() {
+                loopback_ok
+            } else {
+                is_public(a.ip()) && !is_own(*a).await
+            };
+            if !allowed {
+                return Err(FetchError::NotPublic(host.to_string()));
+            }
         }
         addresses
             .first()
             .copied()
             .ok_or_else(|| FetchError::Lookup(host.to_string()))
     }
+}
+
+/// Whether `to` is an address of this machine: the route the kernel picks for it starts from
+/// that same address. A UDP socket's `connect` only looks the route up; nothing is sent. A
+/// route that cannot be found counts as this machine's, so the fetch is refused.
+async fn is_own(to: SocketAddr) -> bool {
+    let any: SocketAddr = if to.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let Ok(socket) = tokio::net::UdpSocket::bind(any).await else {
+        return true;
+    };
+    if socket.connect(to).await.is_err() {
+        return true;
+    }
+    socket
+        .local_addr()
+        .map_or(true, |from| from.ip() == to.ip())
 }
 
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);

@@ -12,6 +12,7 @@ pub mod client_setup;
 pub mod edit;
 pub mod hosts;
 pub mod machines;
+mod paths;
 pub mod services;
 mod settings;
 pub mod upstream;

@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::paths::absolute;
+
 use serde::Deserialize;
 use tool_api::Platform;
 
@@ -586,11 +588,7 @@ fn expand(raw: &str, relative_to: &Path) -> PathBuf {
         },
         None => PathBuf::from(raw),
     };
-    if path.is_absolute() {
-        path
-    } else {
-        relative_to.join(path)
-    }
+    absolute(relative_to, &path)
 }
 
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
@@ -620,11 +618,7 @@ impl Settings {
     pub fn resolve(args: &CommonArgs) -> Result<Settings, Vec<ConfigError>> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
         let config_path = args.config.clone().unwrap_or_else(default_config_path);
-        let config_path = if config_path.is_absolute() {
-            config_path
-        } else {
-            cwd.join(config_path)
-        };
+        let config_path = absolute(&cwd, &config_path);
         let shown = config_path.display().to_string();
         let mut errors = Vec::new();
 
@@ -693,21 +687,9 @@ impl Settings {
             .unwrap_or_default();
         let mut defaulted_root = false;
         let roots: Vec<PathBuf> = if !args.roots.is_empty() {
-            args.roots
-                .iter()
-                .map(|r| {
-                    if r.is_absolute() {
-                        r.clone()
-                    } else {
-                        cwd.join(r)
-                    }
-                })
-                .collect()
+            args.roots.iter().map(|r| absolute(&cwd, r)).collect()
         } else if !env_roots.is_empty() {
-            env_roots
-                .into_iter()
-                .map(|r| if r.is_absolute() { r } else { cwd.join(r) })
-                .collect()
+            env_roots.into_iter().map(|r| absolute(&cwd, &r)).collect()
         } else if let Some(list) = &file.roots {
             list.iter().map(|r| expand(r, &config_dir)).collect()
         } else {
@@ -722,22 +704,12 @@ impl Settings {
         }
 
         let state_dir = match (&args.state_dir, &file.state_dir) {
-            (Some(d), _) => {
-                if d.is_absolute() {
-                    d.clone()
-                } else {
-                    cwd.join(d)
-                }
-            }
+            (Some(d), _) => absolute(&cwd, d),
             (None, Some(d)) => expand(d, &config_dir),
             (None, None) => default_state_dir(),
         };
         let policies_dir = match (&args.policies, &file.policies) {
-            (Some(d), _) => Some(if d.is_absolute() {
-                d.clone()
-            } else {
-                cwd.join(d)
-            }),
+            (Some(d), _) => Some(absolute(&cwd, d)),
             (None, Some(d)) => Some(expand(d, &config_dir)),
             (None, None) => None,
         };

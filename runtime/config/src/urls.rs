@@ -36,15 +36,25 @@ pub fn public_url(public_host: &str, token: &str) -> String {
 /// `https://` and the public host; `http://` when the host is this machine (a tunnel's
 /// https ends before gantry, a loopback name has none).
 pub fn public_origin(public_host: &str) -> String {
-    let name = public_host
-        .rsplit_once(':')
-        .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
-        .map_or(public_host, |(name, _)| name);
-    let name = name.trim_start_matches('[').trim_end_matches(']');
-    let local = name.eq_ignore_ascii_case("localhost")
-        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
-    let scheme = if local { "http" } else { "https" };
+    let scheme = if is_loopback_name(public_host) {
+        "http"
+    } else {
+        "https"
+    };
     format!("{scheme}://{public_host}")
+}
+
+/// Whether `authority` (a host, or `host:port`, IPv6 in brackets) names this machine's
+/// loopback: `localhost` or a loopback address.
+pub fn is_loopback_name(authority: &str) -> bool {
+    let name = authority
+        .rsplit_once(':')
+        .filter(|(name, port)| !name.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|(name, _)| !name.contains(':') || name.ends_with(']'))
+        .map_or(authority, |(name, _)| name);
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The URL of `connector` for OAuth clients: no secret in it, the sign-in is the key.

@@ -288,14 +288,9 @@ fn kind_of(name: &str, k: KindSection, config_dir: &Path) -> Result<Kind, Vec<Pr
             }),
         }
     }
-    let workdir = k.workdir.map(|w| {
-        let p = PathBuf::from(&w);
-        if p.is_absolute() {
-            p
-        } else {
-            config_dir.join(p)
-        }
-    });
+    let workdir = k
+        .workdir
+        .map(|w| crate::paths::absolute(config_dir, Path::new(&w)));
     if problems.is_empty() {
         Ok(Kind {
             name: name.to_string(),

@@ -120,7 +120,17 @@ pub fn new_root(dir: &Path) -> Result<PathBuf, String> {
     match std::fs::canonicalize(dir) {
         Ok(d) if d.is_dir() => Ok(d),
         Ok(d) => Err(format!("{}: not a directory", d.display())),
-        Err(e) => Err(format!("{}: {e}", dir.display())),
+        Err(e) => Err(match e.kind() {
+            std::io::ErrorKind::NotFound => format!(
+                "{}: no such directory; create it first, or check the spelling",
+                dir.display()
+            ),
+            std::io::ErrorKind::PermissionDenied => format!(
+                "{}: gantry's user may not open it (permission denied)",
+                dir.display()
+            ),
+            _ => format!("{}: cannot be opened ({e})", dir.display()),
+        }),
     }
 }
 

@@ -5,12 +5,6 @@ use config::Settings;
 use config::cli::AuthCommand;
 use oauth::{Approval, Auth};
 
-fn when(ms: i64) -> String {
-    let at =
-        std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-    humantime::format_rfc3339_seconds(at).to_string()
-}
-
 fn open(settings: &Settings) -> Result<Auth, String> {
     let path = settings.state_dir.join(oauth::AUTH_DB);
     if !path.exists() {
@@ -71,7 +65,7 @@ pub fn run(command: AuthCommand) -> Result<(), String> {
                     oauth::described(&p.client_name, p.client_site.as_deref()),
                     p.connector,
                     p.redirect_host,
-                    when(p.created_ms)
+                    audit::rfc3339_seconds(p.created_ms)
                 );
             }
             let grants = store.grants().map_err(|e| e.to_string())?;
@@ -82,8 +76,8 @@ pub fn run(command: AuthCommand) -> Result<(), String> {
                     g.id,
                     oauth::described(&g.client_name, g.client_site.as_deref()),
                     g.connector,
-                    when(g.created_ms),
-                    when(g.last_used_ms)
+                    audit::rfc3339_seconds(g.created_ms),
+                    audit::rfc3339_seconds(g.last_used_ms)
                 );
             }
         }

@@ -80,6 +80,19 @@ fn main() -> ExitCode {
     };
     init_logging();
     server::ops::process_limits::raise_open_files();
+    // The commands that print and exit; `serve` goes on serving when its stdout closes, and
+    // `hosts` talks to ssh over pipes whose end it must report, not die of.
+    if matches!(
+        cli.command,
+        Command::Check(_)
+            | Command::Config(_)
+            | Command::Token(_)
+            | Command::Audit(_)
+            | Command::Auth(_)
+            | Command::Admin(_)
+    ) {
+        server::ops::process_limits::end_quietly_when_output_closes();
+    }
     match cli.command {
         Command::Check(args) => {
             let settings = Settings::resolve(&args.common)
@@ -261,6 +274,15 @@ fn main() -> ExitCode {
                 Ok(a) => Arc::new(a),
                 Err(e) => return fail(&e),
             };
+            if args.stdio
+                && let Some((name, why)) = app
+                    .not_served()
+                    .into_iter()
+                    .find(|(name, _)| *name == args.connector)
+            {
+                app.shutdown();
+                return fail(&[format!("the {name} connector is not served: {why}")]);
+            }
             // Declared before the runtime, so dropped after it (tasks holding the pipes are
             // gone by then), even when a panic unwinds out of serving.
             let restore = transport::stdio::RestoreOnDrop;
@@ -296,8 +318,18 @@ fn main() -> ExitCode {
                             listening.addr,
                             connectors.clone(),
                         )?;
-                        println!("admin {}", control.url());
+                        // Not println!: `gantry serve | head -1` closes stdout, and the
+                        // server goes on serving.
+                        use std::io::Write as _;
+                        let _ = writeln!(std::io::stdout(), "admin {}", control.url());
                         tokio::spawn(control.serve(listener, token.clone()));
+                    }
+                    {
+                        use std::io::Write as _;
+                        let mut err = std::io::stderr().lock();
+                        for line in gantry::start_notes::lines(&served, !args.no_admin) {
+                            let _ = writeln!(err, "{line}");
+                        }
                     }
                     transport::http::run(&handlers, connectors, options, listening, token).await
                 } else {
@@ -313,6 +345,8 @@ fn main() -> ExitCode {
             // Tasks still holding the stdio pipes end with the runtime; only then is it safe to
             // hand the pipes back in blocking mode.
             runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+            // No call is answered any more: what was recorded is stored and the journal goes.
+            app.recorder.close();
             drop(restore);
             match result {
                 Ok(()) => ExitCode::SUCCESS,

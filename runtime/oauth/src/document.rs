@@ -54,11 +54,12 @@ pub fn site_of(client_id: &str) -> Option<String> {
         .and_then(|u| u.host_str().map(str::to_string))
 }
 
-/// A client as the user is shown it: its name and who vouches for it.
+/// A client as the user is shown it: who vouches for it first (a name can say anything,
+/// so nothing it says can pass for this part), then its name.
 pub fn described(name: &str, site: Option<&str>) -> String {
     match site {
-        Some(site) => format!("{name} (its document is on {site})"),
-        None => format!("{name} (registered itself: the name is its own claim)"),
+        Some(site) => format!("[document on {site}] {name}"),
+        None => format!("[registered itself, unchecked] {name}"),
     }
 }
 
@@ -78,8 +79,14 @@ impl Document {
     /// The document in `body`, checked against the id it was fetched for.
     pub(crate) fn parse(client_id: &str, body: &[u8]) -> Result<Document, AuthError> {
         let refuse = |why: String| AuthError::ClientDocument(format!("the client document: {why}"));
-        let doc: Document = serde_json::from_slice(body)
-            .map_err(|e| refuse(format!("not a JSON object as expected ({e})")))?;
+        // Not serde's own words: they quote what the site sent.
+        let doc: Document = serde_json::from_slice(body).map_err(|e| {
+            refuse(format!(
+                "not a JSON object with the fields expected (at line {}, column {})",
+                e.line(),
+                e.column()
+            ))
+        })?;
         if doc.client_id != client_id {
             return Err(refuse(
                 "its client_id is not the URL it was fetched from".into(),

@@ -33,6 +33,9 @@ pub enum AuthError {
     /// made).
     #[error("no sign-in request is waiting with code {0}")]
     UnknownCode(String),
+    /// Too many client documents are being fetched at once.
+    #[error("{0}")]
+    DocumentsBusy(String),
     /// Too many requests wait for the user at once.
     #[error("too many sign-in requests are waiting for approval; try again in a few minutes")]
     Busy,
@@ -53,7 +56,7 @@ impl AuthError {
             AuthError::InvalidToken(_) => "invalid_token",
             AuthError::InvalidTarget(_) => "invalid_target",
             AuthError::UnknownCode(_) => "unknown_code",
-            AuthError::Busy => "temporarily_unavailable",
+            AuthError::Busy | AuthError::DocumentsBusy(_) => "temporarily_unavailable",
             AuthError::Store(_) => "server_error",
         }
     }

@@ -291,7 +291,12 @@ fn normalize_code(typed: &str) -> String {
 fn clean_name(name: &str) -> String {
     // Control characters, and the invisible ones that reorder or hide text (bidi controls,
     // zero-width marks), which could make one name look like another.
-    let invisible = |c: char| matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}' | '\u{061C}' | '\u{180E}' | '\u{00AD}');
+    // Line and paragraph separators, and the blank-looking fillers and tag characters too.
+    let invisible = |c: char| {
+        matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}' | '\u{061C}' | '\u{180E}' | '\u{00AD}'
+            | '\u{2028}' | '\u{2029}' | '\u{3164}' | '\u{115F}' | '\u{1160}' | '\u{FFA0}' | '\u{034F}'
+            | '\u{FE00}'..='\u{FE0F}' | '\u{E0000}'..='\u{E007F}' | '\u{E0100}'..='\u{E01EF}')
+    };
     name.chars()
         .filter(|c| !c.is_control() && !invisible(*c))
         .take(MAX_NAME_CHARS)
@@ -434,9 +439,16 @@ impl Auth {
         self.keep_client(&id, &name, &reg.redirect_uris)
     }
 
-    /// Keeps the client whose document (fetched from its id, an https URL) is `body`: its
-    /// name and redirect URIs as the document says today, its site vouching for it.
-    pub fn remember_document(&self, client_id: &str, body: &[u8]) -> Result<Client, AuthError> {
+    /// Keeps the client whose document (fetched from its id, an https URL) is `body`, asked
+    /// for with `redirect_uri`: its name and redirect URIs as the document says today, its
+    /// site vouching for it. A document that does not hold, or does not list the redirect,
+    /// is refused with nothing written.
+    pub fn remember_document(
+        &self,
+        client_id: &str,
+        body: &[u8],
+        redirect_uri: &str,
+    ) -> Result<Client, AuthError> {
         crate::document::document_url(client_id)?;
         let doc = crate::document::Document::parse(client_id, body)?;
         let mut name = clean_name(doc.client_name.as_deref().unwrap_or_default());
@@ -445,6 +457,11 @@ impl Auth {
         }
         check_redirects(&doc.redirect_uris)
             .map_err(|e| AuthError::ClientDocument(format!("the client document: {e}")))?;
+        if !doc.redirect_uris.iter().any(|u| u == redirect_uri) {
+            return Err(AuthError::InvalidRequest(
+                "redirect_uri: not one the client registered".into(),
+            ));
+        }
         self.keep_client(client_id, &name, &doc.redirect_uris)
     }
 
@@ -986,6 +1003,24 @@ mod tests {
         )
         .unwrap();
         (dir, auth, clock)
+    }
+
+    #[test]
+    fn a_document_is_kept_only_when_it_lists_the_redirect_asked_for() {
+        let (_dir, auth, _clock) = store();
+        let id = "https://example.com/client.json";
+        let body = br#"{"client_id":"https://example.com/client.json","client_name":"Example\u2028 \u3164App","redirect_uris":["https://example.com/cb"]}"#;
+        let refused = auth
+            .remember_document(id, body, "https://example.com/other")
+            .unwrap_err();
+        assert!(refused.to_string().contains("redirect_uri"), "{refused}");
+        assert!(auth.client(id).unwrap().is_none(), "nothing written");
+        let kept = auth
+            .remember_document(id, body, "https://example.com/cb")
+            .unwrap();
+        // Invisible and line-breaking characters are taken out of the name.
+        assert_eq!(kept.name, "Example App");
+        assert_eq!(auth.client(id).unwrap().unwrap().name, "Example App");
     }
 
     fn client(auth: &Auth) -> Client {

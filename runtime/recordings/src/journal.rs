@@ -119,6 +119,12 @@ struct Progress {
 #[derive(Debug)]
 pub struct Journal {
     file: Arc<Mutex<std::fs::File>>,
+    /// Where the journal is (removed by [`Journal::close`]).
+    path: PathBuf,
+    store: Arc<Store>,
+    /// Set, under the file's lock, once the journal is removed: no line is appended after
+    /// it, and the writer leaves the store's record of it alone.
+    closed: Arc<std::sync::atomic::AtomicBool>,
     appended: AtomicU64,
     progress: Arc<(Mutex<Progress>, Condvar)>,
     wake: Mutex<std::sync::mpsc::Sender<()>>,
@@ -156,11 +162,13 @@ impl Journal {
         file.lock().map_err(&err)?;
         let reader = std::fs::File::open(&path).map_err(&err)?;
         let file = Arc::new(Mutex::new(file));
+        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let progress = Arc::new((Mutex::new(Progress::default()), Condvar::new()));
         let (wake, woken) = std::sync::mpsc::channel::<()>();
         let writer = Writer {
-            store,
+            store: store.clone(),
             redactor,
+            closed: closed.clone(),
             reader,
             path: path.clone(),
             file: file.clone(),
@@ -176,6 +184,9 @@ impl Journal {
             .clone();
         Ok(Journal {
             file,
+            path: path.clone(),
+            store,
+            closed,
             appended: AtomicU64::new(0),
             progress,
             wake: Mutex::new(wake),
@@ -189,6 +200,11 @@ impl Journal {
         line.push(b'\n');
         {
             let mut file = lock(&self.file);
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(std::io::Error::other(
+                    "the journal is closed: the server is stopping",
+                ));
+            }
             // One write: O_APPEND puts it whole at the end, whatever another thread does.
             file.write_all(&line)?;
         }
@@ -216,6 +232,36 @@ impl Journal {
             };
         }
         p.committed >= target
+    }
+}
+
+impl Journal {
+    /// Ends the journal at a clean stop: once every call appended is in the store (waited
+    /// for at most `timeout`), the file is removed and the store forgets it, so a stopped
+    /// server leaves no journal behind. Returns whether it was removed; when not (the store
+    /// is behind or failing), the file stays for the next start to take.
+    pub fn close(&self, timeout: Duration) -> bool {
+        if !self.flush(timeout) {
+            return false;
+        }
+        // Under the appenders' lock: nothing lands between the last commit and the removal.
+        let _file = lock(&self.file);
+        let target = self.appended.load(Ordering::SeqCst);
+        if lock(&self.progress.0).committed < target {
+            return false;
+        }
+        if std::fs::remove_file(&self.path).is_err() {
+            return false;
+        }
+        self.closed.store(true, Ordering::SeqCst);
+        let key = offset_key(&self.path);
+        if let Err(e) = self
+            .store
+            .write(|tx| crate::store::forget_journal(tx, &key))
+        {
+            tracing::warn!("the stopped journal's record was not removed from the store: {e}");
+        }
+        true
     }
 }
 
@@ -335,6 +381,8 @@ fn take(
 struct Writer {
     store: Arc<Store>,
     redactor: Redactor,
+    /// See [`Journal::closed`].
+    closed: Arc<std::sync::atomic::AtomicBool>,
     reader: std::fs::File,
     /// The journal file (its name is the store's key for its offset).
     path: PathBuf,
@@ -419,6 +467,9 @@ impl Writer {
     /// stored twice, none lost); a store that cannot be told leaves the file as it is.
     fn empty_when_taken(&mut self) {
         let file = lock(&self.file);
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
         let Ok(len) = file.metadata().map(|m| m.len()) else {
             return;
         };

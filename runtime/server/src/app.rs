@@ -279,7 +279,12 @@ impl App {
             None => None,
             Some(issuer) => {
                 match oauth::Auth::open(&settings.state_dir.join(oauth::AUTH_DB)) {
-                    Ok(store) => match transport::signin::SignIn::new(Arc::new(store), issuer) {
+                    Ok(store) => match transport::signin::SignIn::new(
+                        Arc::new(store),
+                        issuer,
+                        settings.public_host.as_deref().unwrap_or_default(),
+                        config::urls::is_loopback_name(&settings.host),
+                    ) {
                         Ok(sign_in) => Some(sign_in),
                         Err(e) => return Err(vec![format!("cannot start the sign-in: {e}")]),
                     },
@@ -405,12 +410,44 @@ impl App {
     pub fn connectors(&self) -> impl Iterator<Item = &'static tool_api::ConnectorSpec> + '_ {
         let platform = Platform::current();
         let desktop = self.handlers.desktop.available();
-        // Hosts only when the config names a machine: no endpoint for nothing.
+        // Hosts only when the config names a machine, the gateway only when it names an
+        // upstream (a change to either needs a restart): no endpoint for nothing.
         let hosts = self.handlers.hosts.any();
+        let gateway = !self.settings.gateway_servers.is_empty();
         generated::CONNECTORS.iter().filter(move |c| {
             c.platforms.contains(&platform)
                 && (desktop || c.name != generated::desktop::NAME)
                 && (hosts || c.name != generated::hosts::NAME)
+                && (gateway || c.name != generated::gateway::NAME)
         })
+    }
+
+    /// This platform's connectors that are not served, each with why.
+    pub fn not_served(&self) -> Vec<(&'static str, String)> {
+        let platform = Platform::current();
+        let served: Vec<&str> = self.connectors().map(|c| c.name).collect();
+        generated::CONNECTORS
+            .iter()
+            .filter(|c| c.platforms.contains(&platform) && !served.contains(&c.name))
+            .map(|c| {
+                let why = match c.name {
+                    generated::desktop::NAME => self
+                        .handlers
+                        .desktop
+                        .off_because()
+                        .unwrap_or("no desktop was reached")
+                        .to_string(),
+                    generated::hosts::NAME => {
+                        "no machine in the config; `gantry hosts add NAME user@host` adds one"
+                            .to_string()
+                    }
+                    generated::gateway::NAME => {
+                        "no upstream server in the config's [gateway.servers]".to_string()
+                    }
+                    _ => "not served here".to_string(),
+                };
+                (c.name, why)
+            })
+            .collect()
     }
 }

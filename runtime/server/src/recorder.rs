@@ -75,6 +75,18 @@ impl Recorder {
         Ok((store, redactor))
     }
 
+    /// At a clean stop: every recorded call stored, the journal removed (see
+    /// [`recordings::Journal::close`]).
+    pub fn close(&self) {
+        if let Ok((_, _, journal)) = &self.store
+            && !journal.close(FLUSH_WAIT)
+        {
+            tracing::warn!(
+                "recorded calls were not all stored before the stop; the next start stores them"
+            );
+        }
+    }
+
     /// Hides `secrets` (gantry's connector tokens) from everything recorded or imported from
     /// now on.
     pub fn add_secrets(&self, secrets: Vec<String>) {

@@ -195,20 +195,18 @@ async fn body_of(request: Request) -> Result<Vec<u8>, AuthError> {
 }
 
 impl SignIn {
-    /// The sign-in kept in `store`, issued as `issuer`. Fails when the certificates named
-    /// by `SSL_CERT_FILE` cannot be read.
-    pub fn new(store: Arc<Auth>, issuer: String) -> Result<SignIn, String> {
-        // A public host that is itself a loopback name is reachable only from this machine:
-        // its clients' documents may be too. Any other fetches from public addresses only.
-        let local = url::Url::parse(&issuer)
-            .ok()
-            .is_some_and(|u| match u.host() {
-                Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-                Some(url::Host::Ipv4(a)) => a.is_loopback(),
-                Some(url::Host::Ipv6(a)) => a.is_loopback(),
-                None => false,
-            });
-        let reach = if local {
+    /// The sign-in kept in `store`, issued as `issuer` for `public_host`; `listens_on_loopback`
+    /// when the server's socket takes connections from this machine only.
+    pub fn new(
+        store: Arc<Auth>,
+        issuer: String,
+        public_host: &str,
+        listens_on_loopback: bool,
+    ) -> Result<SignIn, String> {
+        // A public host that is itself a loopback name, on a socket only this machine reaches,
+        // serves only this machine's clients: their documents may be on loopback too. Any
+        // other server fetches from public addresses only.
+        let reach = if config::urls::is_loopback_name(public_host) && listens_on_loopback {
             client_documents::Reach::PublicAndLoopback
         } else {
             client_documents::Reach::Public
@@ -456,21 +454,31 @@ impl SignIn {
             }
             let connector = self.connector_of(modes, required(&q, "resource")?)?;
             let client_id = required(&q, "client_id")?;
+            let redirect_uri = required(&q, "redirect_uri")?;
+            let challenge = required(&q, "code_challenge")?;
             if oauth::is_document_id(client_id) {
-                // Fetched at every request, not cached: the document says who the client
-                // is today, and requests are rare (and each waits for the user).
+                // Checked before anything is fetched: a request that cannot go on makes
+                // gantry call nobody.
+                if !oauth::challenge_is_well_formed(challenge) {
+                    return Err(AuthError::InvalidRequest(
+                        "code_challenge: an S256 challenge (43 base64url characters) is required"
+                            .into(),
+                    ));
+                }
+                // The document says who the client is today; one fetched whole in the last
+                // ten minutes is not fetched again.
                 let url = oauth::document_url(client_id)?;
-                let body = self
-                    .documents
-                    .fetch(&url)
-                    .await
-                    .map_err(|e| AuthError::ClientDocument(e.to_string()))?;
-                self.store.remember_document(client_id, &body)?;
+                let body = self.documents.fetch(&url).await.map_err(|e| match e {
+                    client_documents::FetchError::Busy => AuthError::DocumentsBusy(e.to_string()),
+                    e => AuthError::ClientDocument(e.to_string()),
+                })?;
+                self.store
+                    .remember_document(client_id, &body, redirect_uri)?;
             }
             let pending = self.store.begin(&oauth::Request {
                 client_id,
-                redirect_uri: required(&q, "redirect_uri")?,
-                challenge: required(&q, "code_challenge")?,
+                redirect_uri,
+                challenge,
                 state: field(&q, "state"),
                 connector,
             })?;
@@ -534,6 +542,11 @@ impl SignIn {
                 if written && matches!(e, AuthError::Busy) {
                     tracing::warn!(
                         "the sign-in waiting list is full: someone who knows your public host may be flooding it (requests expire after 5 minutes); if it goes on, stop the tunnel or change its name"
+                    );
+                }
+                if written && matches!(e, AuthError::DocumentsBusy(_)) {
+                    tracing::warn!(
+                        "every slot for fetching client documents is taken: someone who knows your public host may be naming slow sites (each fetch ends within 5 s; a client whose document was fetched in the last 10 minutes is not held up); if it goes on, stop the tunnel or change its name"
                     );
                 }
                 // Never sent back to a redirect URI that was not checked: the user reads it.

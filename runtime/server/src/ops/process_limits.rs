@@ -44,3 +44,18 @@ pub fn return_large_blocks() {
         libc::mallopt(libc::M_ARENA_MAX, 4);
     }
 }
+
+/// Lets a closed stdout end the process quietly, as a shell tool does: `gantry audit | head`
+/// stops when `head` has read enough instead of panicking on the broken pipe.
+///
+/// Only for the commands that print and exit. The server keeps SIGPIPE ignored (Rust's
+/// default), so a client that hangs up on a socket or a pipe never kills it.
+pub fn end_quietly_when_output_closes() {
+    #[cfg(unix)]
+    #[allow(unsafe_code)]
+    // SAFETY: restores the default disposition of one signal at start-up, before any other
+    // thread exists; no handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

@@ -38,6 +38,8 @@ struct State {
 #[derive(Debug, Clone)]
 pub struct DesktopTools {
     state: Option<Arc<State>>,
+    /// Why no desktop was reached, when none was.
+    off_because: Option<String>,
 }
 
 impl DesktopTools {
@@ -55,11 +57,15 @@ impl DesktopTools {
                         yield_to_user: settings.desktop_yield_to_user,
                         left_pointer: Mutex::default(),
                     })),
+                    off_because: None,
                 }
             }
             Err(e) => {
                 tracing::info!(why = %e, "desktop connector off");
-                DesktopTools { state: None }
+                DesktopTools {
+                    state: None,
+                    off_because: Some(e.to_string()),
+                }
             }
         }
     }
@@ -67,6 +73,11 @@ impl DesktopTools {
     /// Whether a desktop was reached.
     pub fn available(&self) -> bool {
         self.state.is_some()
+    }
+
+    /// Why no desktop was reached, when none was.
+    pub fn off_because(&self) -> Option<&str> {
+        self.off_because.as_deref()
     }
 
     fn state(&self) -> Result<Arc<State>, ToolError> {
