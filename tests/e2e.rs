@@ -248,13 +248,13 @@ async fn http_serves_core_statelessly_with_the_same_surface() {
     sb.write("a.txt", "over http\n");
     let server = sb.http(&[]).await;
     // Every connector, the desktop one only where there is a display to drive, the hosts
-    // one only when the config names a machine (none here).
+    // and gateway ones only when the config names a machine or an upstream (none here).
     let display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
     let mut want: Vec<&str> = generated::CONNECTORS
         .iter()
         .map(|c| c.name)
         .filter(|n| display || *n != generated::desktop::NAME)
-        .filter(|n| *n != generated::hosts::NAME)
+        .filter(|n| *n != generated::hosts::NAME && *n != generated::gateway::NAME)
         .collect();
     want.sort_unstable();
     let mut served: Vec<&str> = server.urls.keys().map(String::as_str).collect();

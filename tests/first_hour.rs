@@ -216,17 +216,23 @@ fn a_relative_root_is_shown_as_the_directory_it_names() {
         .current_dir(sb.root())
         .env("HOME", sb.path("home"))
         .env_remove("GANTRY_ROOTS")
+        .env_remove("XDG_CONFIG_HOME")
         .output()
         .unwrap();
-    let setup = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
     let proj = sb.path("proj").display().to_string();
-    assert!(setup.contains(&format!("\"{proj}\"")), "{setup}");
-    assert!(!setup.contains(".."), "{setup}");
+    assert!(
+        said.contains(&format!("added to that list now: {proj}")),
+        "{said}"
+    );
+    assert!(!said.contains(".."), "{said}");
+    // And written so into the config file the setup reads.
+    let config = std::fs::read_to_string(sb.path("home/.config/gantry/config.toml")).unwrap();
+    assert!(
+        config.contains(&format!("\"{proj}\"")) && !config.contains(".."),
+        "{config}"
+    );
 }
 
 #[tokio::test]
@@ -280,4 +286,142 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// `gantry token rotate core` on `sb`'s settings: its stdout and stderr.
+fn rotate(sb: &Sandbox) -> (String, String) {
+    let out = std::process::Command::new(gantry())
+        .args(["token", "rotate", "core"])
+        .args(sb.args())
+        .env("HOME", sb.path("home"))
+        .env_remove("GANTRY_PUBLIC_HOST")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn public_server(sb: &Sandbox) -> (HttpServer, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let public = format!("127.0.0.1:{port}");
+    let cmd = sb.serve(
+        Path::new(gantry()),
+        &["--port", &port.to_string(), "--public-host", &public],
+    );
+    (http_server(cmd).await, port)
+}
+
+#[tokio::test]
+async fn token_rotate_prints_the_public_url_of_the_running_server() {
+    let sb = Sandbox::new();
+    // No server running: it cannot know the public URL, and says so.
+    let (out, err) = rotate(&sb);
+    assert!(err.contains("gantry cannot tell your public URL"), "{err}");
+    assert!(!out.contains("@public"), "{out}");
+
+    // A server with a public host, signing in with OAuth: the URL to paste has no secret,
+    // so nothing changes in ChatGPT.
+    let (mut server, port) = public_server(&sb).await;
+    let (out, err) = rotate(&sb);
+    assert!(
+        out.contains(&format!("core@public http://127.0.0.1:{port}/core/mcp")),
+        "{out}"
+    );
+    assert!(err.contains("nothing to change in ChatGPT"), "{err}");
+    server.child.kill().await.unwrap();
+
+    // The URL secret on the public host: the new public URL, to edit in ChatGPT.
+    sb.config("[auth]\ncore = \"url-secret\"\n");
+    let (mut server, port) = public_server(&sb).await;
+    let (out, err) = rotate(&sb);
+    let tokens: toml::Table =
+        toml::from_str(&std::fs::read_to_string(sb.path("state/tokens.toml")).unwrap()).unwrap();
+    let token = tokens["core"].as_str().unwrap();
+    assert!(
+        out.contains(&format!("core@public http://127.0.0.1:{port}/{token}/mcp")),
+        "{out}"
+    );
+    assert!(
+        err.contains("edit the connector's URL to the core@public one below"),
+        "{err}"
+    );
+    server.child.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_root_added_later_reaches_a_client_set_up_before() {
+    let sb = Sandbox::new();
+    sb.write("first.txt", "in the first root\n");
+    let second = sb.path("second");
+    std::fs::create_dir_all(&second).unwrap();
+    std::fs::write(second.join("b.txt"), "in the second root\n").unwrap();
+    // The setup as Codex gets it, pasted once.
+    let out = std::process::Command::new(gantry())
+        .args(["config", "codex"])
+        .args(sb.args())
+        .env("HOME", sb.path("home"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("reaches this client at its next call"),
+        "{stderr}"
+    );
+    let setup: toml::Table = String::from_utf8_lossy(&out.stdout).parse().unwrap();
+    let args: Vec<String> = setup["mcp_servers"]["gantry-core"]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    // Started as the client starts it: from its own directory, with only those arguments.
+    let mut cmd = tokio::process::Command::new(gantry());
+    cmd.args(&args)
+        .current_dir("/")
+        .env("HOME", sb.path("home"))
+        .env("GANTRY_LOG", "warn")
+        .env_remove("GANTRY_ROOTS");
+    let (_, client) = stdio_client(cmd).await;
+    let first = sb.root().join("first.txt").display().to_string();
+    let b = second.join("b.txt").display().to_string();
+    let r = call(&client, "read", serde_json::json!({ "paths": [first] })).await;
+    assert!(text(&r).contains("in the first root"), "{}", text(&r));
+    let r = call(&client, "read", serde_json::json!({ "paths": [b] })).await;
+    assert!(is_error(&r), "{}", text(&r));
+    // A root added afterwards (as the control page does, in the config file) is seen at the
+    // next call, with nothing pasted again.
+    let out = std::process::Command::new(gantry())
+        .args(["config", "codex", "--root", &second.display().to_string()])
+        .args(["--config", &sb.path("config.toml").display().to_string()])
+        .args(["--state-dir", &sb.path("state").display().to_string()])
+        .env("HOME", sb.path("home"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("added to that list now"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = call(&client, "read", serde_json::json!({ "paths": [b] })).await;
+        if text(&r).contains("in the second root") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", text(&r));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    client.cancel().await.unwrap();
 }

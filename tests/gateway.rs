@@ -242,10 +242,21 @@ async fn nothing_starts_without_the_permission_or_a_config() {
     );
     client.cancel().await.unwrap();
 
+    // Without an upstream in the config there is no gateway to serve, and it says so.
     let bare = Sandbox::new();
-    let client = gateway(&bare, &[]).await;
-    assert_eq!(names(&client).await, Vec::<String>::new());
-    client.cancel().await.unwrap();
+    let out = std::process::Command::new(gantry())
+        .args(["serve", "--stdio", "--connector", "gateway"])
+        .args(bare.args())
+        .env("HOME", bare.path("home"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("the gateway connector is not served: no upstream server in the config's [gateway.servers]"),
+        "{err}"
+    );
 }
 
 /// An upstream that answers 30 MB is refused as soon as its answer crosses the gateway's

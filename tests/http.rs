@@ -392,16 +392,18 @@ async fn client_setups_carry_the_real_url_or_command() {
         "{chatgpt}"
     );
     // Every stdio setup is parsed in its client's own format and starts gantry on the same
-    // root (absolute) and the flags given here, wherever the client launches it.
-    let root = sb.root().display().to_string();
+    // config and the flags given here, wherever the client launches it; the roots are the
+    // config file's, where `gantry config` put this run's.
+    let config = sb.path("config.toml").display().to_string();
     let want = |args: &[String]| {
         assert_eq!(
             args[..4],
             ["serve", "--stdio", "--connector", "core"],
             "{args:?}"
         );
-        let at = args.iter().position(|a| a == "--root").unwrap();
-        assert_eq!(args[at + 1], root, "{args:?}");
+        assert!(!args.contains(&"--root".to_string()), "{args:?}");
+        let at = args.iter().position(|a| a == "--config").unwrap();
+        assert_eq!(args[at + 1], config, "{args:?}");
         assert!(args.contains(&"--read-only".to_string()), "{args:?}");
     };
     let codex: toml::Table = run("codex", &["--read-only"]).parse().unwrap();
@@ -423,8 +425,15 @@ async fn client_setups_carry_the_real_url_or_command() {
     }
     let claude_code = run("claude-code", &["--read-only"]);
     assert!(
-        claude_code.contains(&format!("--root {root}")),
+        claude_code.contains(&format!("--config {config}")) && !claude_code.contains("--root"),
         "{claude_code}"
+    );
+    let written: toml::Table =
+        toml::from_str(&std::fs::read_to_string(sb.path("config.toml")).unwrap()).unwrap();
+    assert_eq!(
+        written["roots"].as_array().unwrap()[0].as_str(),
+        Some(sb.root().display().to_string().as_str()),
+        "{written:?}"
     );
     let inspector = run("inspector", &[]);
     assert!(inspector.contains(&format!("/{token}/mcp")), "{inspector}");
@@ -465,11 +474,17 @@ async fn every_connector_gets_its_own_setup() {
     let display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
     for c in generated::CONNECTORS {
         let out = run("codex", c.name);
-        if c.name == generated::hosts::NAME {
-            // Served only when the config names a machine (tests/hosts.rs): said, no setup.
+        if c.name == generated::hosts::NAME || c.name == generated::gateway::NAME {
+            // Served only when the config names a machine (tests/hosts.rs) or an upstream
+            // (tests/gateway.rs): said, no setup.
             assert!(!out.status.success());
             let err = String::from_utf8_lossy(&out.stderr);
-            assert!(err.contains("gantry hosts add"), "{err}");
+            let says = if c.name == generated::hosts::NAME {
+                "gantry hosts add"
+            } else {
+                "[gateway.servers"
+            };
+            assert!(err.contains(says), "{err}");
             continue;
         }
         assert!(

@@ -32,6 +32,34 @@ const MAX_FORM_BYTES: usize = 16 << 10;
 const TAIL_BACKLOG: usize = 50;
 /// The name of the file that tells `gantry admin` where the page of a running server is.
 pub const URL_FILE: &str = "admin.url";
+/// Beside [`URL_FILE`]: the public host the server serving the page was started with, so
+/// `gantry token rotate` can print the URL to paste; absent when it has none.
+pub const PUBLIC_HOST_FILE: &str = "admin.public-host";
+
+/// What the server serving a control page for a state directory was started with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Running {
+    /// No server's control page answers for it.
+    Nothing,
+    /// One does, without a public host.
+    Local,
+    /// One does, with this public host.
+    Public(String),
+}
+
+/// The server whose control page answers for `state_dir`, and its public host.
+pub fn running(state_dir: &std::path::Path) -> Running {
+    let Ok(url) = std::fs::read_to_string(state_dir.join(URL_FILE)) else {
+        return Running::Nothing;
+    };
+    if !answers(url.trim()) {
+        return Running::Nothing;
+    }
+    match std::fs::read_to_string(state_dir.join(PUBLIC_HOST_FILE)) {
+        Ok(h) if !h.trim().is_empty() => Running::Public(h.trim().to_string()),
+        _ => Running::Local,
+    }
+}
 
 /// Whether something listens where `url` (a page URL from [`URL_FILE`]) points: a server
 /// that died without removing the file is not reported as running.
@@ -173,6 +201,17 @@ pub fn start(
     if let Err(e) = state_dir::write_private(&file, format!("{}\n", control.url()).as_bytes()) {
         tracing::warn!(error = %e, file = %file.display(), "cannot record where the control page is; `gantry admin` will not find it");
     }
+    let public = control.app.settings.state_dir.join(PUBLIC_HOST_FILE);
+    match &control.app.settings.public_host {
+        Some(host) => {
+            if let Err(e) = state_dir::write_private(&public, format!("{host}\n").as_bytes()) {
+                tracing::warn!(error = %e, file = %public.display(), "cannot record the public host; `gantry token rotate` will not print the public URL");
+            }
+        }
+        None => {
+            let _ = std::fs::remove_file(&public);
+        }
+    }
     Ok((control, listener))
 }
 
@@ -309,6 +348,7 @@ impl Control {
             });
         }
         let _ = std::fs::remove_file(self.app.settings.state_dir.join(URL_FILE));
+        let _ = std::fs::remove_file(self.app.settings.state_dir.join(PUBLIC_HOST_FILE));
     }
 
     /// Whether the request comes from the page itself, in a browser on this machine.

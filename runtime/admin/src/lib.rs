@@ -7,4 +7,6 @@ mod connections;
 mod control;
 mod page;
 
-pub use control::{Control, URL_FILE, answers, bind_port, start};
+pub use control::{
+    Control, PUBLIC_HOST_FILE, Running, URL_FILE, answers, bind_port, running, start,
+};

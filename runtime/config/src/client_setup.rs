@@ -20,14 +20,11 @@ fn shell_word(s: &str) -> String {
     }
 }
 
-/// The flags that make another `gantry serve` use the same settings as this run: the roots
-/// (always, absolute: a client may start gantry anywhere), and every other flag given here.
+/// The flags that make another `gantry serve` use the same settings as this run: every flag
+/// given here but the roots, which the config file holds (see [`roots_into_config`]), so a
+/// root added later reaches every client without pasting its setup again.
 fn setting_args(settings: &Settings, given: &CommonArgs) -> Vec<String> {
     let mut args = Vec::new();
-    for root in &settings.roots {
-        args.push("--root".into());
-        args.push(root.display().to_string());
-    }
     if settings.config_path != crate::default_config_path() {
         args.push("--config".into());
         args.push(settings.config_path.display().to_string());
@@ -44,6 +41,41 @@ fn setting_args(settings: &Settings, given: &CommonArgs) -> Vec<String> {
         args.push("--read-only".into());
     }
     args
+}
+
+/// Makes the config file's `roots` hold every root of this run (given by `--root`,
+/// `GANTRY_ROOTS` or, when none was, the current directory), since the setups name no root:
+/// every client and the control page then share one list, and a root added or removed
+/// there reaches a client at its next call. Returns what to tell the user.
+pub fn roots_into_config(settings: &Settings) -> Result<String, String> {
+    let file = settings.config_path.display();
+    let in_file = settings.roots_in_file.clone().unwrap_or_default();
+    let mut added = Vec::new();
+    for root in &settings.roots {
+        if in_file.contains(root) {
+            continue;
+        }
+        // With no `roots` in the file yet, the list starts with this run's, not the default.
+        match crate::edit::apply(
+            &settings.config_path,
+            &crate::edit::Change::AddRoot(root.clone()),
+            &[],
+        ) {
+            Ok(()) => added.push(root.display().to_string()),
+            Err(crate::edit::EditError::AlreadyRoot(_)) => {}
+            Err(e) => return Err(format!("the roots could not be written to {file}: {e}")),
+        }
+    }
+    let mut all: Vec<String> = in_file.iter().map(|r| r.display().to_string()).collect();
+    all.extend(added.iter().cloned());
+    let mut said = format!(
+        "the setup names no root: gantry reads them from `roots` in {file} ({}); one added or removed there or on the control page reaches this client at its next call",
+        all.join(", ")
+    );
+    if !added.is_empty() {
+        said.push_str(&format!("; added to that list now: {}", added.join(", ")));
+    }
+    Ok(said)
 }
 
 /// The arguments that make `gantry serve --stdio` use the same settings as this run.

@@ -48,6 +48,9 @@ pub enum EditError {
     /// The change itself is not valid.
     #[error("{0}")]
     Invalid(String),
+    /// The directory to add is a root already.
+    #[error("{0} is already a root")]
+    AlreadyRoot(String),
     /// The server could not use the file with the change; it was put back.
     #[error("not changed: with it, {0}")]
     Unusable(String),
@@ -217,7 +220,7 @@ fn edit(
             match change {
                 Change::AddRoot(_) => {
                     if roots.iter().any(|r| r == shown) {
-                        return Err(EditError::Invalid(format!("{shown} is already a root")));
+                        return Err(EditError::AlreadyRoot(shown.to_string()));
                     }
                     roots.push(shown.to_string());
                 }

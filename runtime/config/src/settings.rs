@@ -374,6 +374,9 @@ pub struct Settings {
     pub session_sources: Vec<(String, PathBuf)>,
     /// Whether the root is the current directory because none was given.
     pub defaulted_root: bool,
+    /// The config file's own `roots`, expanded (`None` when it names none), whatever the
+    /// flags or the environment chose for this run.
+    pub roots_in_file: Option<Vec<PathBuf>>,
     /// A desktop batch stops when the user moves the mouse or types.
     pub desktop_yield_to_user: bool,
     /// The Zodex connector's first command in a workdir tells of its AGENTS.md and skills.
@@ -686,12 +689,16 @@ impl Settings {
             .map(|v| std::env::split_paths(&v).collect())
             .unwrap_or_default();
         let mut defaulted_root = false;
+        let roots_in_file: Option<Vec<PathBuf>> = file
+            .roots
+            .as_ref()
+            .map(|list| list.iter().map(|r| expand(r, &config_dir)).collect());
         let roots: Vec<PathBuf> = if !args.roots.is_empty() {
             args.roots.iter().map(|r| absolute(&cwd, r)).collect()
         } else if !env_roots.is_empty() {
             env_roots.into_iter().map(|r| absolute(&cwd, &r)).collect()
-        } else if let Some(list) = &file.roots {
-            list.iter().map(|r| expand(r, &config_dir)).collect()
+        } else if let Some(list) = &roots_in_file {
+            list.clone()
         } else {
             defaulted_root = true;
             vec![cwd.clone()]
@@ -1009,6 +1016,7 @@ impl Settings {
             session_sources,
             exec_confine,
             defaulted_root,
+            roots_in_file,
             desktop_yield_to_user: file
                 .desktop
                 .as_ref()

@@ -179,16 +179,43 @@ fn main() -> ExitCode {
                 Ok(list) => {
                     let tokens =
                         state_dir::Tokens::load_or_create(&settings.state_dir, &names).ok();
+                    // The public URL: as given to this command, else as the running server
+                    // recorded it.
+                    let running = admin::running(&settings.state_dir);
+                    let mut shown = settings.clone();
+                    if let (None, admin::Running::Public(host)) = (&shown.public_host, &running) {
+                        shown.public_host = Some(host.clone());
+                    }
+                    let secrets = state_dir::tokens_path(&settings.state_dir);
                     for c in list {
-                        eprintln!(
-                            "gantry: {c}: new secret in {}; the old URL stops working now (a running server takes the new one at its next request); in ChatGPT, edit the connector's URL",
-                            state_dir::tokens_path(&settings.state_dir).display()
-                        );
                         let Some(token) = tokens.as_ref().and_then(|t| t.get(c)) else {
                             continue;
                         };
-                        for (label, url) in config::urls::urls_of(&settings, c, token) {
-                            println!("{label} {url}");
+                        let urls = config::urls::urls_of(&shown, c, token);
+                        let said = match (&shown.public_host, &running) {
+                            (Some(_), _) if shown.auth_of(c).oauth() => "its public URL signs in with OAuth and has no secret in it: nothing to change in ChatGPT; clients using the loopback URL below need it".to_string(),
+                            (Some(_), _) => format!(
+                                "in ChatGPT, edit the connector's URL to the {c}@public one below"
+                            ),
+                            (None, admin::Running::Local) => "the running server has no public host: clients using the loopback URL below (and a tunnel-client pointed at it) need it".to_string(),
+                            (None, _) => "gantry cannot tell your public URL: no running server with a control page was found for this state directory; give --public-host NAME to print it".to_string(),
+                        };
+                        eprintln!(
+                            "gantry: {c}: new secret in {}; the old URL stops working now (a running server takes the new one at its next request); {said}",
+                            secrets.display()
+                        );
+                        for (label, url) in urls {
+                            if label.ends_with("@public") && shown.auth_of(c).oauth() {
+                                println!(
+                                    "{label} {}",
+                                    config::urls::oauth_url(
+                                        shown.public_host.as_deref().unwrap_or_default(),
+                                        c
+                                    )
+                                );
+                            } else {
+                                println!("{label} {url}");
+                            }
                         }
                     }
                     ExitCode::SUCCESS
@@ -218,6 +245,12 @@ fn main() -> ExitCode {
                     settings.config_path.display()
                 )]);
             }
+            if args.connector == generated::gateway::NAME && settings.gateway_servers.is_empty() {
+                return fail(&[format!(
+                    "the gateway connector is served only when the config names an upstream MCP server ({} has no [gateway.servers.NAME])",
+                    settings.config_path.display()
+                )]);
+            }
             let tokens = match state_dir::ensure(&settings.state_dir)
                 .map_err(|e| e.to_string())
                 .and_then(|()| state_dir::Tokens::load_or_create(&settings.state_dir, &names))
@@ -227,6 +260,10 @@ fn main() -> ExitCode {
             };
             let exe = std::env::current_exe().unwrap_or_else(|_| "gantry".into());
             let token = tokens.get(&args.connector).unwrap_or_default();
+            let roots = match config::client_setup::roots_into_config(&settings) {
+                Ok(said) => said,
+                Err(e) => return fail(&[e]),
+            };
             let (setup, hint) = config::client_setup::render(
                 args.client,
                 &settings,
@@ -238,6 +275,7 @@ fn main() -> ExitCode {
             if let Some(hint) = hint {
                 eprintln!("gantry: {hint}");
             }
+            eprintln!("gantry: {roots}");
             print!("{setup}");
             ExitCode::SUCCESS
         }
@@ -324,7 +362,9 @@ fn main() -> ExitCode {
                         let _ = writeln!(std::io::stdout(), "admin {}", control.url());
                         tokio::spawn(control.serve(listener, token.clone()));
                     }
-                    {
+                    // Said at the default log level; GANTRY_LOG=warn quiets them with the
+                    // log's other news.
+                    if tracing::enabled!(tracing::Level::INFO) {
                         use std::io::Write as _;
                         let mut err = std::io::stderr().lock();
                         for line in gantry::start_notes::lines(&served, !args.no_admin) {

@@ -250,8 +250,10 @@ impl Journal {
         if lock(&self.progress.0).committed < target {
             return false;
         }
-        if std::fs::remove_file(&self.path).is_err() {
-            return false;
+        match std::fs::remove_file(&self.path) {
+            // Gone already (its directory removed): everything in it is stored, as above.
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return false,
+            _ => {}
         }
         self.closed.store(true, Ordering::SeqCst);
         let key = offset_key(&self.path);

@@ -3,13 +3,22 @@
 //! message (`user`, `gemini` with its `toolCalls`, `info`, `warning`, `error`). A message that
 //! changes is appended again under its id (the later one wins: a superseding entry here);
 //! `{"$rewindTo": id}` drops that message and everything after it from the conversation
-//! (kept here as a side branch); `{"$set": …}` patches metadata and is not needed. The
-//! project's directory is in `<project>/.project_root`. The older single-document `.json`
-//! chats are not read.
+//! (kept here as a side branch); `{"$set": …}` patches metadata and is not needed.
+//!
+//! The older form, still on many disks (Gemini CLI rewrites a chat as `.jsonl` only when it is
+//! resumed), is one pretty-printed `session-*.json` document rewritten at each change: its
+//! fields are the first line's, and `messages` holds the records. It is read whole whenever
+//! it changes; messages already stored under their ids add nothing.
+//!
+//! The project's directory: `<project>/.project_root`, else the entry of
+//! `~/.gemini/projects.json` (`{"projects": {"/abs/path": "slug"}}`) whose slug is the
+//! project's folder name, or whose path hashes (SHA-256, hex) to it (the older folders are
+//! named so), else the chat's own `directories`.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use sha2::Digest as _;
 
 use super::{Item, content_text, field as s, parse_time};
 use crate::store::{Kind, NewEntry};
@@ -21,20 +30,49 @@ pub(super) fn files(dir: &Path) -> Vec<PathBuf> {
     };
     let mut out: Vec<PathBuf> = projects
         .flatten()
-        .flat_map(|p| super::files_below(&p.path().join("chats"), 2, &|n| n.ends_with(".jsonl")))
+        .flat_map(|p| {
+            super::files_below(&p.path().join("chats"), 2, &|n| {
+                n.ends_with(".jsonl") || (n.starts_with("session-") && n.ends_with(".json"))
+            })
+        })
         .collect();
     out.sort();
     out
 }
 
-/// The project directory a chat file belongs to, from `<project>/.project_root`.
+/// Whether `path` is a chat kept as one JSON document (the older form).
+pub(super) fn is_document(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "json")
+}
+
+/// The project directory a chat file belongs to (see the module's notes).
 fn project_root(chat: &Path) -> Option<String> {
     let project = chat
         .ancestors()
         .find(|a| a.file_name().is_some_and(|n| n == "chats"))?
         .parent()?;
-    let text = std::fs::read_to_string(project.join(".project_root")).ok()?;
-    Some(text.trim().to_string()).filter(|t| !t.is_empty())
+    if let Ok(text) = std::fs::read_to_string(project.join(".project_root")) {
+        let text = text.trim();
+        if !text.is_empty() {
+            return Some(text.to_string());
+        }
+    }
+    let folder = project.file_name()?.to_str()?;
+    // `~/.gemini/tmp/<project>`: the list is `~/.gemini/projects.json`.
+    let listed = project.parent()?.parent()?.join("projects.json");
+    let text = std::fs::read(&listed).ok().filter(|t| t.len() <= 4 << 20)?;
+    let list: Value = serde_json::from_slice(&text).ok()?;
+    list.get("projects")?
+        .as_object()?
+        .iter()
+        .find(|(path, slug)| {
+            slug.as_str() == Some(folder) || hex(&sha2::Sha256::digest(path.as_bytes())) == folder
+        })
+        .map(|(path, _)| path.clone())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[derive(Debug, Default)]
@@ -55,6 +93,28 @@ impl State {
 }
 
 impl State {
+    /// A chat in the older form: the document's own fields as the first line, then each of
+    /// its messages.
+    pub(super) fn document(&mut self, doc: &Value, out: &mut Vec<Item>) {
+        let Some(fields) = doc.as_object() else {
+            return;
+        };
+        let head: serde_json::Map<String, Value> = fields
+            .iter()
+            .filter(|(k, _)| k.as_str() != "messages")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        self.line(&Value::Object(head), out);
+        for message in fields
+            .get("messages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            self.line(message, out);
+        }
+    }
+
     pub(super) fn line(&mut self, v: &Value, out: &mut Vec<Item>) {
         if let Some(id) = s(v, "$rewindTo") {
             out.push(Item::Rewind(id.to_string()));

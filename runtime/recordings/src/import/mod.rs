@@ -276,6 +276,9 @@ fn import_file(
     }
     // What the store says has been read: each commit checks it is still so.
     let mut stored_offset = mark.offset;
+    if source == "gemini" && gemini::is_document(path) {
+        return import_document(store, path, &shown, &mut file, mark, len, redactor, report);
+    }
     let mut state = match source {
         "codex" => Parser::Codex(codex::State),
         "gemini" => Parser::Gemini(gemini::State::for_file(path)),
@@ -369,6 +372,65 @@ fn import_file(
         Vec::new(),
         redactor,
     )?;
+    Ok(())
+}
+
+/// Largest chat document read whole (the older Gemini CLI form).
+const MAX_DOCUMENT: u64 = 32 << 20;
+
+/// A chat kept as one JSON document rewritten at each change: read whole, every message
+/// given again (those already stored under their ids, unchanged, add nothing).
+#[allow(clippy::too_many_arguments)]
+fn import_document(
+    store: &Store,
+    path: &Path,
+    shown: &str,
+    file: &mut std::fs::File,
+    mut mark: SourceMark,
+    len: u64,
+    redactor: &crate::Redactor,
+    report: &mut Report,
+) -> Result<(), StoreError> {
+    let io = |e: std::io::Error| StoreError::Open(path.to_path_buf(), e.to_string());
+    let stored_offset = mark.offset;
+    let mut items = Vec::new();
+    if len > MAX_DOCUMENT {
+        mark.skipped += 1;
+        report.skipped += 1;
+        tracing_warn(&format!("{shown}: a chat document over 32 MiB is not read"));
+    } else {
+        let mut buf = Vec::new();
+        file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+        file.take(MAX_DOCUMENT).read_to_end(&mut buf).map_err(io)?;
+        report.bytes += buf.len() as u64;
+        match serde_json::from_slice::<serde_json::Value>(&buf) {
+            Ok(doc) => {
+                gemini::State::for_file(path).document(&doc, &mut items);
+                mark.lines = doc
+                    .get("messages")
+                    .and_then(serde_json::Value::as_array)
+                    .map_or(0, |m| i64::try_from(m.len()).unwrap_or(i64::MAX));
+            }
+            // Caught mid-rewrite, or not a chat: read again at its next change.
+            Err(_) => {
+                mark.skipped += 1;
+                report.skipped += 1;
+            }
+        }
+    }
+    mark.offset = len;
+    mark.head = head_of(file, len.min(4096)).map_err(io)?;
+    if let Some(n) = commit(
+        store,
+        "gemini",
+        shown,
+        &mark,
+        stored_offset,
+        items,
+        redactor,
+    )? {
+        report.entries += n;
+    }
     Ok(())
 }
 

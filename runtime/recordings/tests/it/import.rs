@@ -298,6 +298,106 @@ fn gemini_chats_take_the_last_version_of_a_message_and_keep_a_rewind_as_a_side_b
     );
 }
 
+/// A chat in Gemini CLI's older form: one pretty-printed document, as it writes it.
+fn gemini_document(messages: &[serde_json::Value], updated: &str) -> String {
+    serde_json::to_string_pretty(&serde_json::json!({
+        "sessionId": "deadbeef-0000-4000-8000-000000000001",
+        "projectHash": "ignored",
+        "startTime": "2026-11-02T10:00:00.000Z",
+        "lastUpdated": updated,
+        "messages": messages,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn gemini_chats_of_both_forms_are_read_and_their_projects_found_through_projects_json() {
+    use sha2::Digest as _;
+    let h = Home::new();
+    // The older form lives in a folder named by the SHA-256 of the project's path, which
+    // only projects.json names; the newer one in a slug folder without .project_root.
+    let hash: String = sha2::Sha256::digest(b"/work/legacy")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::create_dir_all(h.root.join(".gemini")).unwrap();
+    std::fs::write(
+        h.root.join(".gemini/projects.json"),
+        r#"{"projects": {"/work/legacy": "legacy", "/work/mapped": "mapped"}}"#,
+    )
+    .unwrap();
+    let legacy = h.root.join(format!(
+        ".gemini/tmp/{hash}/chats/session-2026-11-02T10-00-deadbeef.json"
+    ));
+    std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+    let asked = serde_json::json!({
+        "id": "m1", "timestamp": "2026-11-02T10:00:01.000Z", "type": "user",
+        "content": [{"text": "why does the legacy build fail?"}]
+    });
+    let answered = serde_json::json!({
+        "id": "m2", "timestamp": "2026-11-02T10:00:05.000Z", "type": "gemini",
+        "content": "Looking at the log.",
+        "toolCalls": [{"id": "c1", "name": "read_file", "args": {"path": "build.log"},
+                       "status": "success", "timestamp": "2026-11-02T10:00:04.000Z",
+                       "resultDisplay": "error: linker not found"}]
+    });
+    std::fs::write(
+        &legacy,
+        gemini_document(
+            &[asked.clone(), answered.clone()],
+            "2026-11-02T10:00:05.000Z",
+        ),
+    )
+    .unwrap();
+    h.put(
+        Path::new(".gemini/tmp/mapped/chats/session-2026-12-01T09-00-abcd1234.jsonl"),
+        "gemini.jsonl",
+    );
+    let report = h.refresh();
+    assert_eq!((report.files, report.skipped), (2, 0), "{report:?}");
+    let text = h.read("gemini-session-2026-11-02T10-00-deadbeef");
+    assert!(
+        text.starts_with(
+            "Session gemini-session-2026-11-02T10-00-deadbeef (gemini, /work/legacy, "
+        ),
+        "{text}"
+    );
+    assert!(text.contains("why does the legacy build fail?"), "{text}");
+    assert!(
+        text.contains("read_file {\"path\":\"build.log\"} → error: linker not found"),
+        "{text}"
+    );
+    let mapped = h.read("gemini-session-2026-12-01T09-00-abcd1234");
+    assert!(
+        mapped.starts_with(
+            "Session gemini-session-2026-12-01T09-00-abcd1234 (gemini, /work/mapped, "
+        ),
+        "{mapped}"
+    );
+
+    // Gemini CLI rewrites the whole document at each change: the new message is read, the
+    // old ones are not repeated.
+    let more = serde_json::json!({
+        "id": "m3", "timestamp": "2026-11-02T10:01:00.000Z", "type": "user",
+        "content": [{"text": "install the linker then"}]
+    });
+    std::fs::write(
+        &legacy,
+        gemini_document(&[asked, answered, more], "2026-11-02T10:01:00.000Z"),
+    )
+    .unwrap();
+    let report = h.refresh();
+    assert_eq!(report.skipped, 0, "{report:?}");
+    let text = h.read("gemini-session-2026-11-02T10-00-deadbeef");
+    assert!(text.contains("install the linker then"), "{text}");
+    assert_eq!(
+        text.matches("why does the legacy build fail?").count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(text.matches("error: linker not found").count(), 1, "{text}");
+}
+
 fn opencode_db(path: &Path) -> rusqlite::Connection {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let c = rusqlite::Connection::open(path).unwrap();
