@@ -400,6 +400,29 @@ async fn a_root_added_later_reaches_a_client_set_up_before() {
     assert!(text(&r).contains("in the first root"), "{}", text(&r));
     let r = call(&client, "read", serde_json::json!({ "paths": [b] })).await;
     assert!(is_error(&r), "{}", text(&r));
+    // The model cannot add one the same way: `gantry config` refuses inside its commands.
+    let config_args = format!(
+        "--config {} --state-dir {}",
+        sb.path("config.toml").display(),
+        sb.path("state").display()
+    );
+    let r = call(
+        &client,
+        "exec_command",
+        serde_json::json!({
+            "cmd": format!("{} config codex --root {} {config_args}", gantry(), second.display()),
+            "yield_time_ms": 10000
+        }),
+    )
+    .await;
+    let said = command_output(&r);
+    assert!(
+        said.contains("refuses to inside a command gantry started"),
+        "{}",
+        text(&r)
+    );
+    let r = call(&client, "read", serde_json::json!({ "paths": [b] })).await;
+    assert!(is_error(&r), "{}", text(&r));
     // A root added afterwards (as the control page does, in the config file) is seen at the
     // next call, with nothing pasted again.
     let out = std::process::Command::new(gantry())

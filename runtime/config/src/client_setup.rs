@@ -46,14 +46,22 @@ fn setting_args(settings: &Settings, given: &CommonArgs) -> Vec<String> {
 /// Makes the config file's `roots` hold every root of this run (given by `--root`,
 /// `GANTRY_ROOTS` or, when none was, the current directory), since the setups name no root:
 /// every client and the control page then share one list, and a root added or removed
-/// there reaches a client at its next call. Returns what to tell the user.
-pub fn roots_into_config(settings: &Settings) -> Result<String, String> {
+/// there reaches a client at its next call. Returns what to tell the user. `refused` says
+/// why no root may be added from here (a command gantry started: a root is the user's
+/// choice, never the model's); then a root not yet listed is an error.
+pub fn roots_into_config(settings: &Settings, refused: Option<&str>) -> Result<String, String> {
     let file = settings.config_path.display();
     let in_file = settings.roots_in_file.clone().unwrap_or_default();
     let mut added = Vec::new();
     for root in &settings.roots {
         if in_file.contains(root) {
             continue;
+        }
+        if let Some(why) = refused {
+            return Err(format!(
+                "gantry config would add {} to the roots in {file}, and refuses to inside a command gantry started ({why}): a new root is the user's choice, never the model's; run it in your own terminal",
+                root.display()
+            ));
         }
         // With no `roots` in the file yet, the list starts with this run's, not the default.
         match crate::edit::apply(

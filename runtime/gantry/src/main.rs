@@ -260,7 +260,11 @@ fn main() -> ExitCode {
             };
             let exe = std::env::current_exe().unwrap_or_else(|_| "gantry".into());
             let token = tokens.get(&args.connector).unwrap_or_default();
-            let roots = match config::client_setup::roots_into_config(&settings) {
+            // A tripwire like `gantry auth approve`'s: a model told to "set up a client with
+            // --root ~" does not widen its own roots this way.
+            let inside = transport::peer::this_process_started_by_gantry();
+            let roots = match config::client_setup::roots_into_config(&settings, inside.as_deref())
+            {
                 Ok(said) => said,
                 Err(e) => return fail(&[e]),
             };
