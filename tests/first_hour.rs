@@ -356,7 +356,76 @@ async fn token_rotate_prints_the_public_url_of_the_running_server() {
         err.contains("edit the connector's URL to the core@public one below"),
         "{err}"
     );
+
+    // A record a command rewrote (the state directory is the user's, so the model's too when
+    // commands are not confined) is read as untrusted: a host not in the form
+    // `--public-host` takes is not printed, nor anything after it.
+    std::fs::write(
+        sb.path("state/admin.serving"),
+        format!("port {port}\npublic evil.example\u{1b}]0;pwned\u{7}\n"),
+    )
+    .unwrap();
+    let (out, err) = rotate(&sb);
+    assert!(!out.contains("evil") && !err.contains("evil"), "{out}{err}");
+    assert!(
+        !out.contains('\u{1b}') && !err.contains('\u{1b}'),
+        "{out}{err}"
+    );
     server.child.kill().await.unwrap();
+}
+
+#[test]
+fn gantry_config_writes_no_root_that_is_the_home_or_gone() {
+    let sb = Sandbox::new();
+    let config = |args: &[&str], cwd: &Path| {
+        std::process::Command::new(gantry())
+            .args(["config", "codex"])
+            .args(args)
+            .args(["--config", &sb.path("config.toml").display().to_string()])
+            .args(["--state-dir", &sb.path("state").display().to_string()])
+            .current_dir(cwd)
+            .env("HOME", sb.path("home"))
+            .env_remove("GANTRY_ROOTS")
+            .output()
+            .unwrap()
+    };
+    // Named or not, the home directory is not written into the roots every client shares.
+    let home = sb.path("home").display().to_string();
+    let out = config(&["--root", &home], &sb.root());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("does not write") && err.contains("your home directory"),
+        "{err}"
+    );
+    // Nor `.` when the current directory was removed under it.
+    let gone = sb.path("gone");
+    std::fs::create_dir_all(&gone).unwrap();
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!(
+            "cd {} && rmdir {} && exec {} config codex --config {} --state-dir {}",
+            gone.display(),
+            gone.display(),
+            gantry(),
+            sb.path("config.toml").display(),
+            sb.path("state").display()
+        ))
+        .env("HOME", sb.path("home"))
+        .env_remove("GANTRY_ROOTS");
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("the current directory cannot be found"),
+        "{err}"
+    );
+    assert!(
+        !sb.path("config.toml").exists()
+            || !std::fs::read_to_string(sb.path("config.toml"))
+                .unwrap()
+                .contains("roots")
+    );
 }
 
 #[tokio::test]

@@ -32,33 +32,44 @@ const MAX_FORM_BYTES: usize = 16 << 10;
 const TAIL_BACKLOG: usize = 50;
 /// The name of the file that tells `gantry admin` where the page of a running server is.
 pub const URL_FILE: &str = "admin.url";
-/// Beside [`URL_FILE`]: the public host the server serving the page was started with, so
-/// `gantry token rotate` can print the URL to paste; absent when it has none.
-pub const PUBLIC_HOST_FILE: &str = "admin.public-host";
+/// Beside [`URL_FILE`]: where the server serving the page serves its connectors (`port N`)
+/// and the public host it was started with (`public NAME`, when it has one), so `gantry
+/// token rotate` can print the URLs to paste.
+pub const SERVING_FILE: &str = "admin.serving";
 
-/// What the server serving a control page for a state directory was started with.
+/// The server whose control page answers for a state directory, as it recorded itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Running {
-    /// No server's control page answers for it.
-    Nothing,
-    /// One does, without a public host.
-    Local,
-    /// One does, with this public host.
-    Public(String),
+pub struct Running {
+    /// The port its connectors are served on.
+    pub port: u16,
+    /// Its public host, a well-formed authority.
+    pub public_host: Option<String>,
 }
 
-/// The server whose control page answers for `state_dir`, and its public host.
-pub fn running(state_dir: &std::path::Path) -> Running {
-    let Ok(url) = std::fs::read_to_string(state_dir.join(URL_FILE)) else {
-        return Running::Nothing;
-    };
-    if !answers(url.trim()) {
-        return Running::Nothing;
+/// The server whose control page answers for `state_dir`, if one does. What it recorded is
+/// read as untrusted (a command may have written it): a bounded regular file, a port, and a
+/// public host only in the form `--public-host` takes.
+pub fn running(state_dir: &std::path::Path) -> Option<Running> {
+    let url = state_dir::read_own_input(&state_dir.join(URL_FILE)).ok()?;
+    if !answers(url.text.trim()) {
+        return None;
     }
-    match std::fs::read_to_string(state_dir.join(PUBLIC_HOST_FILE)) {
-        Ok(h) if !h.trim().is_empty() => Running::Public(h.trim().to_string()),
-        _ => Running::Local,
+    let record = state_dir::read_own_input(&state_dir.join(SERVING_FILE)).ok()?;
+    let mut port = None;
+    let mut public_host = None;
+    for line in record.text.lines() {
+        match line.split_once(' ') {
+            Some(("port", p)) => port = p.trim().parse::<u16>().ok(),
+            Some(("public", h)) => {
+                public_host = Some(config::hosts::authority_of(h.trim()).ok()?);
+            }
+            _ => return None,
+        }
     }
+    Some(Running {
+        port: port?,
+        public_host,
+    })
 }
 
 /// Whether something listens where `url` (a page URL from [`URL_FILE`]) points: a server
@@ -201,16 +212,13 @@ pub fn start(
     if let Err(e) = state_dir::write_private(&file, format!("{}\n", control.url()).as_bytes()) {
         tracing::warn!(error = %e, file = %file.display(), "cannot record where the control page is; `gantry admin` will not find it");
     }
-    let public = control.app.settings.state_dir.join(PUBLIC_HOST_FILE);
-    match &control.app.settings.public_host {
-        Some(host) => {
-            if let Err(e) = state_dir::write_private(&public, format!("{host}\n").as_bytes()) {
-                tracing::warn!(error = %e, file = %public.display(), "cannot record the public host; `gantry token rotate` will not print the public URL");
-            }
-        }
-        None => {
-            let _ = std::fs::remove_file(&public);
-        }
+    let serving = control.app.settings.state_dir.join(SERVING_FILE);
+    let mut record = format!("port {}\n", control.mcp.port());
+    if let Some(host) = &control.app.settings.public_host {
+        record.push_str(&format!("public {host}\n"));
+    }
+    if let Err(e) = state_dir::write_private(&serving, record.as_bytes()) {
+        tracing::warn!(error = %e, file = %serving.display(), "cannot record where the connectors are served; `gantry token rotate` will not print their URLs");
     }
     Ok((control, listener))
 }
@@ -348,7 +356,7 @@ impl Control {
             });
         }
         let _ = std::fs::remove_file(self.app.settings.state_dir.join(URL_FILE));
-        let _ = std::fs::remove_file(self.app.settings.state_dir.join(PUBLIC_HOST_FILE));
+        let _ = std::fs::remove_file(self.app.settings.state_dir.join(SERVING_FILE));
     }
 
     /// Whether the request comes from the page itself, in a browser on this machine.

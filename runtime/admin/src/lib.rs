@@ -7,6 +7,4 @@ mod connections;
 mod control;
 mod page;
 
-pub use control::{
-    Control, PUBLIC_HOST_FILE, Running, URL_FILE, answers, bind_port, running, start,
-};
+pub use control::{Control, Running, SERVING_FILE, URL_FILE, answers, bind_port, running, start};

@@ -63,6 +63,20 @@ pub fn roots_into_config(settings: &Settings, refused: Option<&str>) -> Result<S
                 root.display()
             ));
         }
+        if !root.is_absolute() {
+            return Err(
+                "roots: the current directory cannot be found (was it removed?); give --root DIR"
+                    .into(),
+            );
+        }
+        // Every client and the running servers share this list: the guard on a default root
+        // holds for what gantry writes there, named or not.
+        if let Some(what) = crate::settings::too_wide_for_a_default_root(root) {
+            return Err(format!(
+                "gantry config does not write {} ({what}) into the roots in {file}, which every client shares; choose a project directory with --root DIR, or write it there yourself if you mean it",
+                root.display()
+            ));
+        }
         // With no `roots` in the file yet, the list starts with this run's, not the default.
         match crate::edit::apply(
             &settings.config_path,

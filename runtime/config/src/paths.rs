@@ -3,15 +3,16 @@
 use std::path::{Path, PathBuf};
 
 /// `path` made absolute against `base` (the current directory, or the config file's), its
-/// `.` and `..` taken out as written, so `--root ../proj` is shown as the directory it names.
+/// `.` and `..` taken out as written (an absolute `path` too), so `--root ../proj` is shown as the directory it names.
 /// `base` is physical as the working directory is (getcwd resolves links), so a leading `..`
 /// names the same directory the kernel would; a `..` after a link inside `path` is taken as
 /// written (as a shell's `cd` does), and the root guard checks the result either way.
 pub fn absolute(base: &Path, path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        return path.to_path_buf();
-    }
-    let mut out = base.to_path_buf();
+    let mut out = if path.is_absolute() {
+        PathBuf::new()
+    } else {
+        base.to_path_buf()
+    };
     for part in path.components() {
         match part {
             std::path::Component::CurDir => {}
@@ -40,5 +41,9 @@ mod tests {
             Path::new("/home/u/work/gantry/a")
         );
         assert_eq!(absolute(base, Path::new("/abs/x")), Path::new("/abs/x"));
+        assert_eq!(
+            absolute(base, Path::new("/abs/x/../y")),
+            Path::new("/abs/y")
+        );
     }
 }

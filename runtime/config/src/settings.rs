@@ -519,7 +519,7 @@ impl Settings {
 
 /// Why `dir` may not be an approved root unless the user names it: it is a filesystem root
 /// (`/`, a drive root) or the home directory.
-fn too_wide_for_a_default_root(dir: &Path) -> Option<&'static str> {
+pub(crate) fn too_wide_for_a_default_root(dir: &Path) -> Option<&'static str> {
     let canonical = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     if canonical.parent().is_none() {
         return Some("the root of the filesystem");

@@ -179,42 +179,40 @@ fn main() -> ExitCode {
                 Ok(list) => {
                     let tokens =
                         state_dir::Tokens::load_or_create(&settings.state_dir, &names).ok();
-                    // The public URL: as given to this command, else as the running server
-                    // recorded it.
+                    // The URLs as the running server serves them (its port, its public host
+                    // unless one is given here), else as the settings say.
                     let running = admin::running(&settings.state_dir);
                     let mut shown = settings.clone();
-                    if let (None, admin::Running::Public(host)) = (&shown.public_host, &running) {
-                        shown.public_host = Some(host.clone());
+                    if let Some(r) = &running {
+                        shown.port = r.port;
+                        if shown.public_host.is_none() {
+                            shown.public_host = r.public_host.clone();
+                        }
                     }
                     let secrets = state_dir::tokens_path(&settings.state_dir);
                     for c in list {
                         let Some(token) = tokens.as_ref().and_then(|t| t.get(c)) else {
                             continue;
                         };
-                        let urls = config::urls::urls_of(&shown, c, token);
+                        let oauth = shown.public_host.is_some() && shown.auth_of(c).oauth();
                         let said = match (&shown.public_host, &running) {
-                            (Some(_), _) if shown.auth_of(c).oauth() => "its public URL signs in with OAuth and has no secret in it: nothing to change in ChatGPT; clients using the loopback URL below need it".to_string(),
+                            (Some(_), _) if oauth => "its public URL signs in with OAuth and has no secret in it: nothing to change in ChatGPT; clients using the loopback URL below need it".to_string(),
                             (Some(_), _) => format!(
                                 "in ChatGPT, edit the connector's URL to the {c}@public one below"
                             ),
-                            (None, admin::Running::Local) => "the running server has no public host: clients using the loopback URL below (and a tunnel-client pointed at it) need it".to_string(),
-                            (None, _) => "gantry cannot tell your public URL: no running server with a control page was found for this state directory; give --public-host NAME to print it".to_string(),
+                            (None, Some(_)) => "the running server has no public host: clients using the loopback URL below (and a tunnel-client pointed at it) need it".to_string(),
+                            (None, None) => "gantry cannot tell your public URL: no running server with a control page was found for this state directory; give --public-host NAME to print it".to_string(),
                         };
                         eprintln!(
                             "gantry: {c}: new secret in {}; the old URL stops working now (a running server takes the new one at its next request); {said}",
                             secrets.display()
                         );
-                        for (label, url) in urls {
-                            if label.ends_with("@public") && shown.auth_of(c).oauth() {
-                                println!(
-                                    "{label} {}",
-                                    config::urls::oauth_url(
-                                        shown.public_host.as_deref().unwrap_or_default(),
-                                        c
-                                    )
-                                );
-                            } else {
-                                println!("{label} {url}");
+                        for (label, url) in config::urls::urls_of(&shown, c, token) {
+                            match (&shown.public_host, label.ends_with("@public") && oauth) {
+                                (Some(host), true) => {
+                                    println!("{label} {}", config::urls::oauth_url(host, c));
+                                }
+                                _ => println!("{label} {url}"),
                             }
                         }
                     }

@@ -207,8 +207,9 @@ impl Journal {
             }
             // One write: O_APPEND puts it whole at the end, whatever another thread does.
             file.write_all(&line)?;
+            // Counted under the lock: `close` holding it sees every line in the file counted.
+            self.appended.fetch_add(1, Ordering::SeqCst);
         }
-        self.appended.fetch_add(1, Ordering::SeqCst);
         let _ = lock(&self.wake).send(());
         Ok(())
     }

@@ -60,8 +60,9 @@ fn project_root(chat: &Path) -> Option<String> {
     let folder = project.file_name()?.to_str()?;
     // `~/.gemini/tmp/<project>`: the list is `~/.gemini/projects.json`.
     let listed = project.parent()?.parent()?.join("projects.json");
-    let text = std::fs::read(&listed).ok().filter(|t| t.len() <= 4 << 20)?;
-    let list: Value = serde_json::from_slice(&text).ok()?;
+    // A regular file of at most 1 MiB, opened without waiting on a FIFO: the model may be
+    // able to write it.
+    let list: Value = serde_json::from_str(&state_dir::read_own_input(&listed).ok()?.text).ok()?;
     list.get("projects")?
         .as_object()?
         .iter()

@@ -396,6 +396,21 @@ fn gemini_chats_of_both_forms_are_read_and_their_projects_found_through_projects
         "{text}"
     );
     assert_eq!(text.matches("error: linker not found").count(), 1, "{text}");
+
+    // A projects.json that is a FIFO (anyone who can write ~/.gemini can make one) holds
+    // nothing up: it is not read, and the import goes on.
+    std::fs::remove_file(h.root.join(".gemini/projects.json")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(h.root.join(".gemini/projects.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    h.put(
+        Path::new(".gemini/tmp/other/chats/session-2026-12-02T09-00-abcd9999.jsonl"),
+        "gemini.jsonl",
+    );
+    let report = h.refresh();
+    assert_eq!(report.files, 3, "{report:?}");
 }
 
 fn opencode_db(path: &Path) -> rusqlite::Connection {
