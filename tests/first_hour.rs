@@ -339,6 +339,11 @@ async fn token_rotate_prints_the_public_url_of_the_running_server() {
         "{out}"
     );
     assert!(err.contains("nothing to change in ChatGPT"), "{err}");
+    // Its loopback URL too is the one that answers: the name, not the secret.
+    assert!(
+        out.contains(&format!("core http://127.0.0.1:{port}/core/mcp")),
+        "{out}"
+    );
     server.child.kill().await.unwrap();
 
     // The URL secret on the public host: the new public URL, to edit in ChatGPT.

@@ -217,10 +217,10 @@ async fn rotating_a_token_takes_effect_without_a_restart() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The new URL is printed, ready to paste (with the configured port, here the default).
+    // The new URL is printed, ready to paste, with the port the running server serves on.
     let printed = String::from_utf8(out.stdout).unwrap();
     let printed_token = printed
-        .strip_prefix("core http://127.0.0.1:3210/")
+        .strip_prefix(&format!("core {}/", server.base()))
         .and_then(|rest| rest.strip_suffix("/mcp\n"))
         .unwrap_or_else(|| panic!("{printed}"))
         .to_string();

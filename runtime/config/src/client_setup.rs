@@ -149,7 +149,7 @@ pub fn render(
             let (public, authentication) = if oauth {
                 (
                     crate::urls::oauth_url(host, connector),
-                    "#    Authentication: OAuth; leave the client ID and secret empty (ChatGPT registers itself)\n\
+                    "#    Authentication: OAuth; leave the client ID and secret empty (ChatGPT identifies itself)\n\
                      # 4. ChatGPT opens gantry's sign-in page, which shows a code. Approve that code on the\n\
                      #    control page (`gantry admin` prints its address) or with `gantry auth approve CODE`.\n\
                      #    `gantry auth list` shows who is signed in; `gantry auth revoke ID` ends it.\n",

@@ -196,7 +196,7 @@ fn main() -> ExitCode {
                         };
                         let oauth = shown.public_host.is_some() && shown.auth_of(c).oauth();
                         let said = match (&shown.public_host, &running) {
-                            (Some(_), _) if oauth => "its public URL signs in with OAuth and has no secret in it: nothing to change in ChatGPT; clients using the loopback URL below need it".to_string(),
+                            (Some(_), _) if oauth => "it signs in with OAuth while a public host is set, so its URLs below hold no secret and do not change: nothing to change in ChatGPT or in a local client (the new secret applies if it goes back to `url-secret`)".to_string(),
                             (Some(_), _) => format!(
                                 "in ChatGPT, edit the connector's URL to the {c}@public one below"
                             ),
@@ -208,11 +208,19 @@ fn main() -> ExitCode {
                             secrets.display()
                         );
                         for (label, url) in config::urls::urls_of(&shown, c, token) {
-                            match (&shown.public_host, label.ends_with("@public") && oauth) {
-                                (Some(host), true) => {
-                                    println!("{label} {}", config::urls::oauth_url(host, c));
-                                }
-                                _ => println!("{label} {url}"),
+                            // Signing in, the connector answers its name, never its secret,
+                            // on loopback too (as `serve` prints it).
+                            if oauth {
+                                let url = url.replace(&format!("/{token}/"), &format!("/{c}/"));
+                                let url = match &shown.public_host {
+                                    Some(host) if label.ends_with("@public") => {
+                                        config::urls::oauth_url(host, c)
+                                    }
+                                    _ => url,
+                                };
+                                println!("{label} {url}");
+                            } else {
+                                println!("{label} {url}");
                             }
                         }
                     }
@@ -258,6 +266,13 @@ fn main() -> ExitCode {
             };
             let exe = std::env::current_exe().unwrap_or_else(|_| "gantry".into());
             let token = tokens.get(&args.connector).unwrap_or_default();
+            // The port a running server serves on, unless one is given here.
+            let mut settings = settings;
+            if args.common.port.is_none()
+                && let Some(running) = admin::running(&settings.state_dir)
+            {
+                settings.port = running.port;
+            }
             // A tripwire like `gantry auth approve`'s: a model told to "set up a client with
             // --root ~" does not widen its own roots this way.
             let inside = transport::peer::this_process_started_by_gantry();
