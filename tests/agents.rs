@@ -218,6 +218,12 @@ async fn three_tasks_with_two_slots_start_two_and_the_third_when_a_slot_frees() 
         assert!(handed.contains("worker=r-"), "{w}: {handed}");
         assert!(s.worker(w)["conversation"].as_str().is_some());
     }
+    // The runs' lock is private like the rest of the state directory.
+    let lock = std::fs::metadata(sb.path("state/agents/owner.lock")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&lock.permissions()) & 0o777,
+        0o600
+    );
     // A worker's calls are audited under its own id, proven by its endpoint.
     let audit = std::fs::read_to_string(sb.path("state").join("audit.jsonl")).unwrap();
     assert!(

@@ -206,12 +206,12 @@ impl Agents {
         let path = self.dir.join("owner.lock");
         let file = state_dir::ensure(&self.dir)
             .and_then(|()| {
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(&path)
+                let mut options = std::fs::OpenOptions::new();
+                options.read(true).write(true).create(true).truncate(false);
+                // Private like every other file of the state directory.
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+                options.open(&path)
             })
             .map_err(|e| {
                 ToolError::new(
