@@ -393,3 +393,65 @@ async fn documents_that_do_not_hold_are_refused_and_private_addresses_never_fetc
     );
     assert_eq!(site.asked().len(), asked, "nothing was fetched");
 }
+
+/// The public address of one of this machine's own interfaces (as a cloud machine has) is
+/// refused like loopback, before anything is dialled: in a network namespace of its own with
+/// 1.2.3.4 on its loopback, a server on the internet's name is asked for a document there.
+#[tokio::test]
+async fn this_machines_own_public_address_is_never_fetched() {
+    if which("unshare").is_none() || which("ip").is_none() {
+        cannot_check("the own-address test needs unshare and ip (util-linux, iproute2)");
+        return;
+    }
+    let sb = Sandbox::new();
+    // Run whole inside the namespace: the server, and a client asking it to authorize a
+    // client whose document would be on the machine's own address (where a site listens).
+    let script = format!(
+        r#"
+import subprocess, sys, time, urllib.request, urllib.error, urllib.parse, socket, threading
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+subprocess.run(["ip", "addr", "add", "1.2.3.4/32", "dev", "lo"], check=True)
+site = socket.socket(); site.bind(("0.0.0.0", 8443)); site.listen(8)
+asked = []
+threading.Thread(target=lambda: asked.append(site.accept()), daemon=True).start()
+server = subprocess.Popen([{gantry:?}, "serve"] + {args:?} + ["--port", "47123", "--public-host", "gantry.example.com", "--no-admin"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+server.stdout.readline()
+query = urllib.parse.urlencode({{
+    "response_type": "code", "client_id": "https://1.2.3.4:8443/client.json",
+    "redirect_uri": "http://127.0.0.1:9/callback",
+    "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+    "code_challenge_method": "S256", "resource": "https://gantry.example.com/core/mcp"}})
+try:
+    urllib.request.urlopen("http://127.0.0.1:47123/oauth/authorize?" + query, timeout=10)
+    print("ANSWERED")
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode())
+time.sleep(0.5)
+print("DIALLED" if asked else "NOT DIALLED")
+server.kill()
+"#,
+        gantry = gantry(),
+        args = sb.args(),
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--net", "python3", "-c", &script])
+        .env("HOME", sb.path("home"))
+        .env("GANTRY_LOG", "warn")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && err.contains("Operation not permitted") {
+        cannot_check(&format!(
+            "a network namespace could not be made here: {err}"
+        ));
+        return;
+    }
+    assert!(
+        said.contains("400")
+            && said.contains("does not lead to a public address of another machine"),
+        "{said}{err}"
+    );
+    assert!(said.contains("NOT DIALLED"), "{said}{err}");
+}

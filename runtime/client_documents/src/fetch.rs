@@ -329,3 +329,19 @@ impl<T> Drop for AbortOnDrop<T> {
         self.0.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreadable_ssl_cert_file_adds_nothing_and_stops_nothing() {
+        // No other test of this crate reads the environment, so none races this write.
+        #[allow(unsafe_code)]
+        // SAFETY: no other thread of this test binary reads or writes the environment.
+        unsafe {
+            std::env::set_var("SSL_CERT_FILE", "/nonexistent/gantry-test-ca.pem");
+        }
+        assert!(Fetcher::new(Reach::Public).is_ok());
+    }
+}
