@@ -95,11 +95,7 @@ fn as_documented(line: &str, port: u16) -> String {
 /// log's (which begin with a timestamp).
 async fn serve_output(args: &str) -> (Vec<String>, Vec<String>) {
     let sb = Sandbox::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = machines::free_port();
     let mut argv: Vec<String> = vec!["--port".into(), port.to_string()];
     argv.extend(args.split_whitespace().map(str::to_string));
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
@@ -156,12 +152,7 @@ async fn the_start_output_is_what_the_readme_and_the_chatgpt_guide_show() {
 #[tokio::test]
 async fn a_closed_stdout_stops_no_server_and_ends_a_command_quietly() {
     let sb = Sandbox::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = machines::free_port().to_string();
     let mut child = fresh_serve(&sb, &["--port", &port]).spawn().unwrap();
     // As `gantry serve | head -1`: the first line read, then the pipe closed.
     let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
@@ -308,20 +299,6 @@ fn rotate(sb: &Sandbox) -> (String, String) {
     )
 }
 
-async fn public_server(sb: &Sandbox) -> (HttpServer, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let public = format!("127.0.0.1:{port}");
-    let cmd = sb.serve(
-        Path::new(gantry()),
-        &["--port", &port.to_string(), "--public-host", &public],
-    );
-    (http_server(cmd).await, port)
-}
-
 #[tokio::test]
 async fn token_rotate_prints_the_public_url_of_the_running_server() {
     let sb = Sandbox::new();
@@ -332,7 +309,7 @@ async fn token_rotate_prints_the_public_url_of_the_running_server() {
 
     // A server with a public host, signing in with OAuth: the URL to paste has no secret,
     // so nothing changes in ChatGPT.
-    let (mut server, port) = public_server(&sb).await;
+    let (mut server, port) = public_host_server(&sb, &[]).await;
     let (out, err) = rotate(&sb);
     assert!(
         out.contains(&format!("core@public http://127.0.0.1:{port}/core/mcp")),
@@ -348,7 +325,7 @@ async fn token_rotate_prints_the_public_url_of_the_running_server() {
 
     // The URL secret on the public host: the new public URL, to edit in ChatGPT.
     sb.config("[auth]\ncore = \"url-secret\"\n");
-    let (mut server, port) = public_server(&sb).await;
+    let (mut server, port) = public_host_server(&sb, &[]).await;
     let (out, err) = rotate(&sb);
     let tokens: toml::Table =
         toml::from_str(&std::fs::read_to_string(sb.path("state/tokens.toml")).unwrap()).unwrap();

@@ -26,18 +26,8 @@ async fn public_server(sb: &Sandbox) -> (HttpServer, String) {
 /// The same, `env` set for it.
 async fn public_server_with(sb: &Sandbox, env: &[(&str, &Path)]) -> (HttpServer, String) {
     sb.write("hello.txt", "hello from the root\n");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let public = format!("127.0.0.1:{port}");
-    let mut cmd = sb.serve(
-        Path::new(gantry()),
-        &["--port", &port.to_string(), "--public-host", &public],
-    );
-    cmd.envs(env.iter().copied());
-    (http_server(cmd).await, format!("http://{public}"))
+    let (server, port) = public_host_server(sb, env).await;
+    (server, format!("http://127.0.0.1:{port}"))
 }
 
 /// `connector`'s URL secret, as the state directory keeps it (OAuth connectors print none).

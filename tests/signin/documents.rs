@@ -363,11 +363,7 @@ async fn documents_that_do_not_hold_are_refused_and_private_addresses_never_fetc
     // A public host on the internet: nobody there may make gantry call this machine or its
     // network, whatever the certificate.
     let sb3 = Sandbox::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = machines::free_port();
     let mut cmd = sb3.serve(
         Path::new(gantry()),
         &[

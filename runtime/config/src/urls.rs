@@ -6,8 +6,9 @@ use std::net::{IpAddr, SocketAddr};
 use crate::Settings;
 
 /// The URLs of `connector` for a server started with `settings`, as `serve` prints them:
-/// the loopback one, then the public one when a public host is set. A port of 0 (chosen at
-/// start) is shown as `<port>`.
+/// the loopback one, then the public one when a public host is set; a connector that signs
+/// in with OAuth is reached by its name, never its secret. A port of 0 (chosen at start) is
+/// shown as `<port>`.
 pub fn urls_of(settings: &Settings, connector: &str, token: &str) -> Vec<(String, String)> {
     let host = match settings.host.parse::<IpAddr>() {
         Ok(IpAddr::V6(ip)) => format!("[{ip}]"),
@@ -18,12 +19,19 @@ pub fn urls_of(settings: &Settings, connector: &str, token: &str) -> Vec<(String
     } else {
         settings.port.to_string()
     };
+    let oauth = settings.public_host.is_some() && settings.auth_of(connector).oauth();
+    let key = if oauth { connector } else { token };
     let mut urls = vec![(
         connector.to_string(),
-        format!("http://{host}:{port}/{token}/mcp"),
+        format!("http://{host}:{port}/{key}/mcp"),
     )];
     if let Some(public) = &settings.public_host {
-        urls.push((format!("{connector}@public"), public_url(public, token)));
+        let url = if oauth {
+            oauth_url(public, connector)
+        } else {
+            public_url(public, token)
+        };
+        urls.push((format!("{connector}@public"), url));
     }
     urls
 }

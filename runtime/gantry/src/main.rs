@@ -208,20 +208,7 @@ fn main() -> ExitCode {
                             secrets.display()
                         );
                         for (label, url) in config::urls::urls_of(&shown, c, token) {
-                            // Signing in, the connector answers its name, never its secret,
-                            // on loopback too (as `serve` prints it).
-                            if oauth {
-                                let url = url.replace(&format!("/{token}/"), &format!("/{c}/"));
-                                let url = match &shown.public_host {
-                                    Some(host) if label.ends_with("@public") => {
-                                        config::urls::oauth_url(host, c)
-                                    }
-                                    _ => url,
-                                };
-                                println!("{label} {url}");
-                            } else {
-                                println!("{label} {url}");
-                            }
+                            println!("{label} {url}");
                         }
                     }
                     ExitCode::SUCCESS

@@ -240,6 +240,19 @@ pub async fn stdio_client(cmd: tokio::process::Command) -> (u32, RunningService<
     (pid, ().serve(transport).await.unwrap())
 }
 
+/// `serve` of the sandbox with its public host on loopback (`127.0.0.1:PORT`, the port chosen
+/// first, as a tunnel would deliver it), `env` set for it; the server and its port.
+pub async fn public_host_server(sb: &Sandbox, env: &[(&str, &Path)]) -> (HttpServer, u16) {
+    let port = machines::free_port();
+    let public = format!("127.0.0.1:{port}");
+    let mut cmd = sb.serve(
+        Path::new(gantry()),
+        &["--port", &port.to_string(), "--public-host", &public],
+    );
+    cmd.envs(env.iter().copied());
+    (http_server(cmd).await, port)
+}
+
 /// Starts `cmd` (a `serve` over HTTP) and reads the URL it prints for each connector.
 pub async fn http_server(cmd: tokio::process::Command) -> HttpServer {
     http_server_with(cmd, false).await
